@@ -1,0 +1,17 @@
+# The README's two commands: `make demo` and `make test`. Each one installs what it needs first.
+.PHONY: demo test setup lint-examples bench
+
+setup:
+	@bash scripts/bootstrap.sh
+
+demo: setup
+	@.venv/bin/python examples/orders_change_feed.py
+
+test: setup
+	@bash scripts/test.sh
+
+lint-examples: setup
+	@.venv/bin/upsertsink lint examples
+
+bench: setup
+	@.venv/bin/python bench/bench_sink.py

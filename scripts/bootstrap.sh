@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Idempotent set-up: .venv with upsertsink installed (editable), and the Delta JARs in ~/.m2.
+# Quick when nothing changed: it compares a stamp of pyproject.toml and checks the JAR files exist.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$(pwd)"
+PY="${PYTHON:-python3}"
+VENV="$ROOT/.venv"
+STAMP="$VENV/.upsertsink-installed"
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "bootstrap: creating $VENV"
+    "$PY" -m venv "$VENV"
+fi
+
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+have="$(cat "$STAMP" 2>/dev/null || true)"
+if [ "$want" != "$have" ] || [ ! -x "$VENV/bin/upsertsink" ]; then
+    echo "bootstrap: installing Python packages into .venv (pip)"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+    echo "$want" > "$STAMP"
+fi
+
+# Delta's Spark connector is a Maven artifact. It is fetched once into ~/.m2 with Maven and passed to
+# Spark as explicit spark.jars by upsertsink.spark_session(), so Spark starts without any network.
+"$VENV/bin/python" -m upsertsink.jars ensure

@@ -1,0 +1,51 @@
+"""upsertsink: idempotent upserts into Delta tables, a determinism linter, and keyed replay diffs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from upsertsink.errors import (
+    ConcurrentWriteError,
+    DuplicateKeyError,
+    InvalidInputError,
+    NotADeltaTableError,
+    ReplayDivergenceError,
+    SchemaMismatchError,
+    UpsertSinkError,
+)
+from upsertsink.session import spark_session
+
+if TYPE_CHECKING:
+    from upsertsink.diff import DiffResult, diff
+    from upsertsink.sink import UpsertSink, WriteResult
+
+__all__ = [
+    "UpsertSink",
+    "WriteResult",
+    "DiffResult",
+    "diff",
+    "spark_session",
+    "UpsertSinkError",
+    "InvalidInputError",
+    "SchemaMismatchError",
+    "DuplicateKeyError",
+    "NotADeltaTableError",
+    "ReplayDivergenceError",
+    "ConcurrentWriteError",
+]
+
+_LAZY = {
+    "UpsertSink": "upsertsink.sink",
+    "WriteResult": "upsertsink.sink",
+    "diff": "upsertsink.diff",
+    "DiffResult": "upsertsink.diff",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # The sink and the diff import pandas/pyarrow/deltalake; load them on first use only.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'upsertsink' has no attribute {name!r}")

@@ -1,0 +1,39 @@
+"""The `upsertsink` command. Subcommands load lazily, so `upsertsink lint` never imports pyspark."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import click
+
+# name -> "module:attribute" of a click command
+_COMMANDS = {
+    "write": "upsertsink.cli_write:write",
+    "status": "upsertsink.cli_write:status",
+    "diff": "upsertsink.cli_diff:diff_command",
+    "replay-check": "upsertsink.cli_diff:replay_check_command",
+    "lint": "lint.cli:lint_command",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n, t in _COMMANDS.items() if importlib.util.find_spec(t.split(":")[0]))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = _COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="upsertsink")
+def main() -> None:
+    """Exactly-once-in-effect writes to Delta tables: write, lint, compare."""
+
+
+if __name__ == "__main__":
+    main()

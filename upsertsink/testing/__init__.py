@@ -1,0 +1,1 @@
+"""Test helpers for users' own jobs: replay equality and keyed frame equality."""
