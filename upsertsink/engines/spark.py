@@ -1,0 +1,329 @@
+"""The plan executed with delta-spark on a Spark DataFrame.
+
+The batch is evaluated once: it is checkpointed locally (``localCheckpoint``), then one aggregation pass
+gives the null counts, the duplicate-key count and the fingerprint, and the MERGE reads the checkpoint
+(Delta's own source materialization is switched off for it, since the checkpoint already is one).
+
+Batch markers go through Delta's session settings ``spark.databricks.delta.write.txnAppId/txnVersion``,
+which are global to a SparkSession (delta-io/delta#3934). Every commit therefore runs in its own
+``spark.newSession()``: concurrent writes from several threads never see each other's markers, and the
+user's session is never changed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from decimal import Decimal
+from typing import Any
+
+from upsertsink import batch as B
+from upsertsink import markers
+from upsertsink.engines.base import (
+    TOMBSTONE_BATCH,
+    TOMBSTONE_DELETED_AT,
+    TOMBSTONE_SEQUENCE,
+    CommitOutcome,
+    PreparedBatch,
+    TombstoneSpec,
+    tombstone_key,
+)
+from upsertsink.engines.embedded import check_not_other
+from upsertsink.errors import InvalidInputError, SchemaMismatchError
+from upsertsink.markers import Fingerprint
+from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
+
+log = logging.getLogger(__name__)
+
+ALGORITHM = "spark-xxhash64-v1"
+_CONFLICT_MARKERS = (
+    "Concurrent", "MetadataChanged", "ProtocolChanged", "DELTA_CONCURRENT", "already exists",
+    "DELTA_TABLE_ALREADY_EXISTS", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED",
+)
+
+
+class RetryableConflict(Exception):
+    """A concurrent commit won; the write may be retried."""
+
+
+def _category(dt: Any) -> str:
+    name = type(dt).__name__
+    return {
+        "ByteType": "integer", "ShortType": "integer", "IntegerType": "integer", "LongType": "integer",
+        "FloatType": "float", "DoubleType": "float", "DecimalType": "decimal",
+        "StringType": "string", "CharType": "string", "VarcharType": "string",
+        "BooleanType": "boolean", "DateType": "date",
+        "TimestampType": "timestamp", "TimestampNTZType": "timestamp",
+        "BinaryType": "binary", "NullType": "null",
+    }.get(name, f"other:{dt.simpleString()}")
+
+
+def _col(name: str):
+    from pyspark.sql import functions as F
+
+    return F.col(quote(name, "spark"))
+
+
+def _is_conflict(err: Exception) -> bool:
+    text = f"{type(err).__name__}: {err}"
+    return any(m in text for m in _CONFLICT_MARKERS)
+
+
+def _analysis_error(err: Exception) -> bool:
+    return type(err).__name__ in ("AnalysisException", "ParseException", "PySparkValueError")
+
+
+class SparkBatch:
+    """One batch on the delta-spark engine."""
+
+    engine = "spark"
+    RetryableConflict = RetryableConflict
+
+    def __init__(self, df: Any):
+        self.df = df
+        self.spark = df.sparkSession
+
+    def columns(self) -> list[B.Column]:
+        return [B.Column(f.name, _category(f.dataType), f.dataType.simpleString()) for f in self.df.schema]
+
+    def _target_schema(self, path: str):
+        if not markers.table_exists(path):
+            check_not_other(path)
+            return None
+        return self.spark.read.format("delta").load(path).schema
+
+    def target_columns(self, path: str) -> list[B.Column] | None:
+        schema = self._target_schema(path)
+        if schema is None:
+            return None
+        return [B.Column(f.name, _category(f.dataType), f.dataType.simpleString()) for f in schema]
+
+    def cast_to(self, path: str, casts: list[str]) -> None:
+        if not casts:
+            return
+        schema = self._target_schema(path)
+        types = {f.name: f.dataType for f in schema}
+        self.df = self.df.select(
+            *[_col(c).cast(types[c]).alias(c) if c in casts else _col(c) for c in self.df.columns]
+        )
+
+    def _row_hash(self, df: Any):
+        from pyspark.sql import functions as F
+
+        names = sorted(c for c in df.columns if c != DELETE_FLAG)
+        return F.xxhash64(*[_col(c) for c in names]).cast("decimal(20,0)")
+
+    def _fingerprint(self, rows: int, total: Decimal | None, df: Any) -> Fingerprint:
+        import hashlib
+
+        value = int(total or 0) % 2**64
+        schema = ";".join(
+            f"{f.name}:{_category(f.dataType)}" for f in sorted(df.schema, key=lambda f: f.name)
+            if f.name != DELETE_FLAG
+        )
+        digest = hashlib.sha256(f"{schema}|{rows}|{value}".encode()).hexdigest()[:32]
+        return Fingerprint(ALGORITHM, rows, digest)
+
+    def fingerprint(self) -> Fingerprint:
+        from pyspark.sql import functions as F
+
+        row = self.df.agg(F.count(F.lit(1)).alias("n"), F.sum(self._row_hash(self.df)).alias("h")).first()
+        return self._fingerprint(int(row["n"]), row["h"], self.df)
+
+    def prepare(
+        self, keys: tuple[str, ...], sequence: str | None, delete_tree: Any, delete_text: str
+    ) -> PreparedBatch:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import BooleanType, NullType
+
+        df = self.df
+        if delete_tree is not None:
+            try:
+                flag = F.expr(delete_text)
+                kind = df.select(flag.alias("f")).schema[0].dataType
+            except Exception as err:
+                if _analysis_error(err):
+                    raise InvalidInputError(f"delete_when {delete_text!r} is not valid here: {err}") from None
+                raise
+            if not isinstance(kind, (BooleanType, NullType)):
+                raise InvalidInputError(
+                    f"delete_when {delete_text!r} is not a boolean predicate (it gives {kind.simpleString()})"
+                )
+            df = df.withColumn(DELETE_FLAG, F.coalesce(flag.cast("boolean"), F.lit(False)))
+        df = df.localCheckpoint(eager=True)
+
+        grouped = df.groupBy(*[_col(k) for k in keys]).agg(
+            F.count(F.lit(1)).alias("_n"),
+            F.sum(self._row_hash(df)).alias("_h"),
+            (F.sum(F.when(_col(sequence).isNull(), 1).otherwise(0)) if sequence else F.lit(0)).alias("_ns"),
+        )
+        aggs = [
+            F.sum("_n").alias("rows"),
+            F.sum("_h").alias("hash"),
+            F.sum(F.when(F.col("_n") > 1, 1).otherwise(0)).alias("dups"),
+            F.sum("_ns").alias("null_seq"),
+        ]
+        aggs += [F.sum(F.when(_col(k).isNull(), F.col("_n")).otherwise(0)).alias(f"null_{i}") for i, k in enumerate(keys)]
+        stats = grouped.agg(*aggs).first()
+        for i, k in enumerate(keys):
+            if stats[f"null_{i}"]:
+                raise B.null_error(k, int(stats[f"null_{i}"]), "key")
+        if sequence and stats["null_seq"]:
+            raise B.null_error(sequence, int(stats["null_seq"]), "sequence_by")
+        rows = int(stats["rows"] or 0)
+        fp = self._fingerprint(rows, stats["hash"], df)
+        if stats["dups"]:
+            df, rows = self._resolve_duplicates(df, keys, sequence)
+        return PreparedBatch(data=df, fingerprint=fp, rows=rows)
+
+    def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        df = df.dropDuplicates()
+        reason = "no sequence_by column to choose a row"
+        if sequence:
+            w = Window.partitionBy(*[_col(k) for k in keys])
+            df = df.withColumn("__us_max", F.max(_col(sequence)).over(w))
+            df = df.filter(_col(sequence) == F.col("__us_max")).drop("__us_max")
+            reason = f"equal {sequence!r} values with different content"
+        df = df.localCheckpoint(eager=True)
+        dup = (
+            df.groupBy(*[_col(k) for k in keys]).count().filter(F.col("count") > 1)
+            .drop("count").orderBy(*[_col(k) for k in keys]).limit(B.MAX_NAMED_KEYS).collect()
+        )
+        if dup:
+            raise B.duplicate_error(keys, [tuple(r) for r in dup], reason)
+        return df, df.count()
+
+    # -------------------------------------------------------------- tombstones
+
+    def apply_tombstones(self, prepared: PreparedBatch, spec: TombstoneSpec) -> int:
+        """Drop rows older than a remembered delete, then remember this batch's deletes. Returns dropped."""
+        from pyspark.sql import functions as F
+
+        df = prepared.data
+        kcols = [tombstone_key(i) for i in range(len(spec.keys))]
+        dropped = 0
+        if markers.table_exists(spec.path):
+            seq_type = df.schema[spec.sequence].dataType
+            tomb = self.spark.read.format("delta").load(spec.path).select(
+                *[F.col(k).alias(f"__tomb_{k}") for k in kcols],
+                F.col(TOMBSTONE_SEQUENCE).cast(seq_type).alias("__tomb_seq"),
+            )
+            cond = [df[quote(k, "spark")] == tomb[f"__tomb_{kc}"] for k, kc in zip(spec.keys, kcols, strict=True)]
+            cond.append(df[quote(spec.sequence, "spark")] <= tomb["__tomb_seq"])
+            before = prepared.rows
+            df = df.join(tomb, on=cond, how="left_anti").localCheckpoint(eager=True)
+            prepared.rows = df.count()
+            dropped = before - prepared.rows
+        prepared.data = df
+        deletes = df.filter(F.col(DELETE_FLAG)).select(
+            *[_col(k).alias(kc) for k, kc in zip(spec.keys, kcols, strict=True)],
+            _col(spec.sequence).alias(TOMBSTONE_SEQUENCE),
+            F.lit(int(time.time() * 1_000_000)).cast("bigint").alias(TOMBSTONE_DELETED_AT),
+            F.lit(spec.batch_id).cast("bigint").alias(TOMBSTONE_BATCH),
+        )
+        if not deletes.isEmpty():
+            self._record_tombstones(deletes, spec, kcols)
+        return dropped
+
+    def _record_tombstones(self, deletes: Any, spec: TombstoneSpec, kcols: list[str]) -> None:
+        from delta.tables import DeltaTable
+        from pyspark.sql.types import StructField, StructType
+
+        session = self.spark.newSession()
+        schema = StructType([StructField(f.name, f.dataType, True) for f in deletes.schema])
+        DeltaTable.createIfNotExists(session).location(spec.path).addColumns(schema).execute()
+        session.conf.set("spark.databricks.delta.commitInfo.userMetadata", "upsertsink tombstones")
+        plan = MergePlan(tuple(kcols), tuple(deletes.columns), TOMBSTONE_SEQUENCE)
+        newer = f"{plan.ref(SOURCE, TOMBSTONE_SEQUENCE, 'spark')} > {plan.ref(TARGET, TOMBSTONE_SEQUENCE, 'spark')}"
+        merge = (
+            DeltaTable.forPath(session, spec.path).alias(TARGET).merge(deletes.alias(SOURCE), plan.on("spark"))
+            .whenMatchedUpdate(condition=newer, set=plan.update_set("spark"))
+            .whenNotMatchedInsert(values=plan.insert_values("spark"))
+        )
+        if spec.retention_us is not None:
+            cutoff = int(time.time() * 1_000_000) - spec.retention_us
+            # cutoff is an int computed here, never user data
+            merge = merge.whenNotMatchedBySourceDelete(
+                condition=f"{plan.ref(TARGET, TOMBSTONE_DELETED_AT, 'spark')} < {int(cutoff)}"
+            )
+        merge.execute()
+
+    # -------------------------------------------------------------- commit
+
+    def commit(
+        self,
+        path: str,
+        prepared: PreparedBatch,
+        plan: MergePlan,
+        app_id: str,
+        batch_id: int | None,
+        metadata: dict[str, Any],
+        create: bool,
+        partition_by: list[str] | None,
+        new_columns: list[B.Column],
+    ) -> CommitOutcome:
+        from delta.tables import DeltaTable
+        from pyspark.sql.types import StructField, StructType
+
+        df = prepared.data
+        session = self.spark.newSession()
+        try:
+            if create:
+                schema = StructType([StructField(f.name, f.dataType, True) for f in df.schema if f.name != DELETE_FLAG])
+                builder = DeltaTable.createIfNotExists(session).location(path).addColumns(schema)
+                if partition_by:
+                    builder = builder.partitionedBy(*partition_by)
+                if B.needs_column_mapping(schema.names):
+                    builder = (
+                        builder.property("delta.columnMapping.mode", "name")
+                        .property("delta.minReaderVersion", "2").property("delta.minWriterVersion", "5")
+                    )
+                builder.execute()
+            if new_columns:
+                types = {f.name: f.dataType.simpleString() for f in df.schema}
+                cols = ", ".join(f"{quote(c.name, 'spark')} {types[c.name]}" for c in new_columns)
+                session.sql(f"ALTER TABLE delta.{quote(path, 'spark')} ADD COLUMNS ({cols})")
+            session.conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata))
+            session.conf.set("spark.databricks.delta.merge.materializeSource", "none")
+            if batch_id is not None:
+                session.conf.set("spark.databricks.delta.write.txnAppId", app_id)
+                session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+            before = markers_version(path)
+            merge = DeltaTable.forPath(session, path).alias(TARGET).merge(df.alias(SOURCE), plan.on("spark"))
+            if plan.deletes:
+                merge = merge.whenMatchedDelete(condition=plan.delete_condition("spark"))
+            if plan.has_update:
+                merge = merge.whenMatchedUpdate(condition=plan.update_condition("spark"), set=plan.update_set("spark"))
+            merge = merge.whenNotMatchedInsert(condition=plan.insert_condition("spark"), values=plan.insert_values("spark"))
+            metrics = merge.execute().first()
+            version = markers_version(path)
+            if version == before and batch_id is not None:
+                # No row changed and Delta made no commit: record the marker alone with an empty append.
+                empty = session.createDataFrame([], df.drop(DELETE_FLAG).schema)
+                empty.write.format("delta").mode("append").save(path)
+                version = markers_version(path)
+        except Exception as err:
+            if _is_conflict(err):
+                raise RetryableConflict(str(err).splitlines()[0]) from err
+            if _analysis_error(err):
+                raise SchemaMismatchError(f"the MERGE into {path} was refused: {str(err).splitlines()[0]}") from err
+            raise
+        return CommitOutcome(
+            version=version,
+            inserted=int(metrics["num_inserted_rows"] or 0),
+            updated=int(metrics["num_updated_rows"] or 0),
+            deleted=int(metrics["num_deleted_rows"] or 0),
+        )
+
+    def current_version(self, path: str) -> int | None:
+        return markers_version(path)
+
+
+def markers_version(path: str) -> int | None:
+    from deltalake import DeltaTable
+
+    return DeltaTable(path).version() if markers.table_exists(path) else None
