@@ -255,7 +255,7 @@ def _delta_size(src: _Source) -> int:
     try:
         import pyarrow as pa
 
-        actions = pa.record_batch(src.delta_table().get_add_actions(flatten=True))
+        actions = pa.table(src.delta_table().get_add_actions(flatten=True))
         return int(pa.compute.sum(actions.column("size_bytes")).as_py() or 0)
     except Exception as exc:
         raise InvalidInputError(f"{src.side}: cannot read Delta table {src.label!r}: {exc}") from exc
