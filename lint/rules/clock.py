@@ -1,0 +1,59 @@
+"""ND001: the wall clock."""
+
+from lint.rules.base import Invalid, Rule, Valid
+
+WALL_CLOCK = Rule(
+    code="ND001",
+    name="wall-clock",
+    verb="reads the wall clock",
+    summary="A value computed from the current time: Python's `datetime.now()`, `time.time()`..., or Spark's "
+    "`current_timestamp()`, `current_date()`, `now()`, `localtimestamp()`, `unix_timestamp()` without an "
+    "argument, also inside SQL text.",
+    description="""
+Spark evaluates `current_timestamp()` once per query, so it is constant within a run and Spark does not even
+mark it nondeterministic; but every run, and every replay of a batch, sees a different value. Python's
+clock functions (`datetime.datetime.now/utcnow/today`, `datetime.date.today`, `time.time/time_ns/monotonic/
+perf_counter`, `pandas.Timestamp.now`...) behave the same way once their value is put into a column with
+`F.lit(...)` or interpolated into SQL text. Clock reads that never reach DataFrame data (logging, timing a
+step) are not reported.
+""",
+    why="Each replay sees a different time.",
+    fix={
+        "key": "derive the key from source columns, e.g. `sha2(concat_ws('|', col_a, col_b), 256)`; never from "
+        "the clock.",
+        "sequence": "take the sequence from the data (an event time, a source commit version or offset), not "
+        "from the clock.",
+        "column": "take the timestamp from the data, or pass the batch's logical time in as a job parameter "
+        "(the same on every replay).",
+        "rows": "filter on a time passed in as a job parameter (the batch's logical date), not on the clock.",
+    },
+    invalid=(
+        Invalid(
+            "from pyspark.sql import functions as F\nfrom upsertsink import UpsertSink\n"
+            "sink = UpsertSink('/t', keys=['id'])\n"
+            "out = df.withColumn('id', F.concat(F.col('src'), F.current_timestamp().cast('string')))\n",
+            4, 50, "key", "id",
+        ),
+        Invalid(
+            "import datetime as dt\nfrom pyspark.sql import functions as F\n"
+            "BATCH_TS = dt.datetime.now()\nout = df.withColumn('ingested_at', F.lit(BATCH_TS))\n",
+            3, 12, "column", "ingested_at",
+        ),
+        Invalid(
+            'out = spark.sql("""\n    SELECT id,\n           current_timestamp() AS updated_at\n    FROM src\n""")\n',
+            3, 12, "sequence", "updated_at", sequence=("updated_at",),
+        ),
+    ),
+    valid=(
+        Valid(
+            "import time\nimport logging\nstart = time.time()\nrun(df)\n"
+            "logging.info('took %.1fs', time.time() - start)\n"
+        ),
+        Valid(
+            "from pyspark.sql import functions as F\n"
+            "out = df.withColumn('event_date', F.to_date(F.col('event_ts')))\n"
+            "out = out.withColumn('u', F.unix_timestamp('event_ts'))\n"
+        ),
+        Valid("def now():\n    return 0\n\nout = df.withColumn('id', F.lit(now()))\n", keys=("id",)),
+    ),
+)

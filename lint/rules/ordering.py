@@ -1,0 +1,193 @@
+"""ND005-ND009: results that depend on the order or layout in which Spark happens to see the rows."""
+
+from lint.rules.base import Invalid, Rule, Valid
+
+ORDER_DEPENDENT = Rule(
+    code="ND005",
+    name="order-dependent-aggregate",
+    verb="depends on row order",
+    summary="An aggregate whose result depends on the order rows arrive in: `first`, `last`, `any_value`, "
+    "`first_value`/`last_value`, `collect_list`, `collect_set`, `array_agg`, `listagg`/`string_agg`, `mode`.",
+    description="""
+After a shuffle, rows reach an aggregation in whatever order the tasks finish; `first('x')` in a `groupBy`
+picks an arbitrary row, `collect_list` builds the array in arbitrary order, and `collect_set` gives an
+array whose element order is arbitrary. Used over a window whose ordering cannot tie (see ND006), `first`,
+`last` and `collect_list` are deterministic and not reported.
+""",
+    why="A replay can pick a different row or order the elements differently.",
+    fix={
+        "key": "aggregate with an order-insensitive function (`min`, `max`, `sort_array(collect_set(...))`) or "
+        "pick the row with `max_by(x, tie_free_ordering)`.",
+        "sequence": "use `max(seq)` instead of `first(seq)`.",
+        "column": "use `min`/`max`/`max_by` with a tie-free ordering, or wrap arrays in `sort_array(...)`.",
+        "rows": "use an order-insensitive aggregate or a tie-free ordering.",
+    },
+    invalid=(
+        Invalid(
+            "from pyspark.sql import functions as F\n"
+            "latest = df.groupBy('id').agg(F.first('status').alias('status'))\n",
+            2, 31, "column", "status",
+        ),
+        Invalid(
+            "from pyspark.sql import functions as F\n"
+            "out = df.groupBy('k').agg(F.collect_list('v').alias('vs'))\n",
+            2, 27, "column", "vs",
+        ),
+        Invalid("out = spark.sql('SELECT id, first(v) AS v FROM t GROUP BY id')\n", 1, 29, "column", "v"),
+    ),
+    valid=(
+        Valid(
+            "from pyspark.sql import functions as F\n"
+            "out = df.groupBy('k').agg(F.max('v').alias('v'), F.sort_array(F.array_distinct(F.col('vs'))))\n"
+        ),
+        Valid(
+            "from pyspark.sql import functions as F\nfrom pyspark.sql.window import Window\n"
+            "w = Window.partitionBy('k').orderBy('ts', 'event_id')\n"
+            "out = df.withColumn('first_v', F.first('v').over(w))\n"
+        ),
+    ),
+)
+
+WINDOW_TIES = Rule(
+    code="ND006",
+    name="window-ordering-may-tie",
+    verb="numbers rows over an ordering that may tie",
+    summary="`row_number`, `rank`, `dense_rank`, `ntile`, `lag`/`lead`, `nth_value`... over a window whose "
+    "ordering may tie (or has no ordering).",
+    description="""
+Heuristic (static analysis cannot know which columns are unique): a window ordering is considered
+tie-free when its ordering columns (those not also in `partitionBy`) include a merge key or the
+sequence column, or when it orders by two or more distinct columns (the last one taken as the tie-breaker).
+A single ordering column that is neither a key nor the sequence column may tie, and among tied rows
+`row_number()` numbers them arbitrarily: the classic "keep the latest row per key" deduplication then keeps
+a different row on replay. The window is followed through variables (`w = Window.partitionBy(...)...`);
+a window that comes from elsewhere (a parameter) is not reported. The same check applies to `OVER (...)`
+clauses in SQL text.
+""",
+    why="Among tied rows the numbering is arbitrary.",
+    fix={
+        "key": "add a tie-breaker to the window ordering, e.g. `.orderBy(F.col('updated_at').desc(), "
+        "F.col('event_id'))`.",
+        "sequence": "add a tie-breaker to the window ordering (a unique column such as an event id).",
+        "column": "add a tie-breaker to the window ordering (a unique column such as an event id).",
+        "rows": "add a tie-breaker to the window ordering, so the row that survives is always the same one.",
+    },
+    invalid=(
+        Invalid(
+            "from pyspark.sql import functions as F\nfrom pyspark.sql.window import Window\n"
+            "w = Window.partitionBy('id').orderBy(F.col('updated_at').desc())\n"
+            "latest = (df.withColumn('rn', F.row_number().over(w))\n"
+            "          .filter(F.col('rn') == 1).drop('rn'))\n"
+            "UpsertSink('/t', ['id']).write(latest)\n",
+            4, 31, "key", "id",
+        ),
+        Invalid(
+            "out = spark.sql('SELECT *, rank() OVER (PARTITION BY k ORDER BY ts) AS r FROM t')\n",
+            1, 28, "column", "r",
+        ),
+    ),
+    valid=(
+        Valid(
+            "from pyspark.sql import functions as F\nfrom pyspark.sql.window import Window\n"
+            "w = Window.partitionBy('id').orderBy(F.col('updated_at').desc(), F.col('event_id'))\n"
+            "latest = df.withColumn('rn', F.row_number().over(w)).filter('rn = 1')\n",
+            keys=("id",),
+        ),
+        Valid(
+            "from pyspark.sql import functions as F\nfrom pyspark.sql.window import Window\n"
+            "w = Window.partitionBy('id').orderBy('version')\n"
+            "out = df.withColumn('rn', F.row_number().over(w))\n",
+            keys=("id",), sequence=("version",),
+        ),
+    ),
+)
+
+DEDUP_SUBSET = Rule(
+    code="ND007",
+    name="drop-duplicates-subset",
+    verb="keeps an arbitrary row of each duplicate group",
+    summary="`dropDuplicates(subset)` / `drop_duplicates(subset)`: which of the duplicates survives is "
+    "arbitrary.",
+    description="""
+With a subset, Spark keeps one row per distinct subset value, and which one depends on the order rows reach
+the aggregation. The finding reaches the sequence column when one is known and not in the subset (the
+surviving row's sequence differs), otherwise a key outside the subset, otherwise all other columns.
+`dropDuplicates()` without a subset removes exact duplicates only and is deterministic. pandas'
+`drop_duplicates(..., keep=...)` is deterministic for a deterministic input order and is not reported.
+""",
+    why="A replay can keep a different row of each group.",
+    fix={
+        "rows": "pick the surviving row explicitly: `row_number()` over `partitionBy(keys).orderBy(sequence "
+        "desc, tie_breaker)` and keep `rn = 1` (or let UpsertSink's sequence_by resolve duplicates).",
+        "column": "pick the surviving row explicitly with a tie-free ordering.",
+    },
+    invalid=(
+        Invalid(
+            "from upsertsink import UpsertSink\n"
+            "clean = df.dropDuplicates(['id'])\n"
+            "UpsertSink('/t', keys=['id'], sequence_by='version').write(clean)\n",
+            2, 12, "sequence", "version",
+        ),
+        Invalid("clean = pdf.drop_duplicates(subset=['id', 'day'])\n", 1, 13, "column", "*"),
+    ),
+    valid=(
+        Valid("clean = df.dropDuplicates()\n", keys=("id",)),
+        Valid("clean = pdf.drop_duplicates(subset=['id'], keep='last')\n", keys=("id",)),
+    ),
+)
+
+LIMIT = Rule(
+    code="ND008",
+    name="limit-without-order",
+    verb="keeps an arbitrary set of rows",
+    summary="`limit(n)` (or SQL `LIMIT n`) without an ordering before it.",
+    description="""
+Without `orderBy`, `limit(n)` returns whichever n rows the first tasks produce. Limits that only feed an
+action that looks at the data (`show()`, `collect()`, `toPandas()`, `count()`...) are not reported. The
+ordering is searched along the method chain and through one variable (`ordered = df.orderBy(...)`;
+`ordered.limit(10)`).
+""",
+    why="A replay can write a different subset of rows.",
+    fix={
+        "rows": "order before limiting with a tie-free ordering: `df.orderBy('id').limit(n)`.",
+        "column": "order before limiting with a tie-free ordering.",
+    },
+    invalid=(
+        Invalid(
+            "from upsertsink import UpsertSink\nbatch = df.limit(1000)\n"
+            "UpsertSink('/t', ['id']).write(batch)\n",
+            2, 12, "key", "id",
+        ),
+        Invalid("top = spark.sql('SELECT id, v FROM t LIMIT 10')\n", 1, 38, "key", "id", keys=("id",)),
+    ),
+    valid=(
+        Valid("batch = df.orderBy('id').limit(1000)\n", keys=("id",)),
+        Valid("df.limit(20).show()\nprint(df.limit(5).collect())\n", keys=("id",)),
+    ),
+)
+
+SAMPLE = Rule(
+    code="ND009",
+    name="sample-without-seed",
+    verb="samples rows without a seed",
+    summary="`sample()`, `sampleBy()`, `randomSplit()` without a seed, SQL `TABLESAMPLE` without "
+    "`REPEATABLE`.",
+    description="""
+An unseeded sample draws a different subset on every run. Samples that only feed an action that looks at
+the data (`show()`, `count()`...) are debug sampling and not reported. pandas' `random_state=` counts as a
+seed.
+""",
+    why="A replay writes a different sample.",
+    fix={
+        "rows": "seed the sampler (`df.sample(fraction=0.1, seed=42)`), or select rows by a hash of their key.",
+        "column": "seed the sampler.",
+    },
+    invalid=(
+        Invalid("part = df.sample(0.1)\n", 1, 11, "column", "*"),
+        Invalid("train, test = df.randomSplit([0.8, 0.2])\n", 1, 18, "key", "id", keys=("id",)),
+    ),
+    valid=(
+        Valid("part = df.sample(fraction=0.1, seed=42)\npart2 = df.sample(False, 0.1, 7)\n", keys=("id",)),
+        Valid("df.sample(0.01).show()\n", keys=("id",)),
+    ),
+)

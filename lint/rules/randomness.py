@@ -1,0 +1,55 @@
+"""ND002: random values."""
+
+from lint.rules.base import Invalid, Rule, Valid
+
+RANDOM = Rule(
+    code="ND002",
+    name="random-value",
+    verb="draws a random value",
+    summary="A random value: Spark's `rand()`, `randn()`, `random()`, `shuffle()`, `uniform()`, `randstr()`, "
+    "Python's `random.*`, `secrets.*`, `os.urandom()`, unseeded `numpy.random`.",
+    description="""
+Random values differ on every run. Spark's `rand(seed)` is reported even with a seed: the sequence is seeded
+per partition, so the value a row gets depends on how the input happened to be partitioned. Python's
+`random` and `numpy.random` module functions are accepted once the module calls `random.seed(...)` /
+`numpy.random.seed(...)`, and generators built with a seed (`random.Random(42)`,
+`numpy.random.default_rng(42)`) are accepted.
+""",
+    why="Each replay draws different numbers.",
+    fix={
+        "key": "derive the key from source columns, e.g. `sha2(concat_ws('|', col_a, col_b), 256)`.",
+        "sequence": "take the sequence from the data (event time, source offset), not from a random number.",
+        "column": "compute the value from the row (e.g. a hash of its columns) instead of drawing it, or seed "
+        "the generator from the batch id.",
+        "rows": "decide by a hash of the row's columns instead of a random draw.",
+    },
+    invalid=(
+        Invalid(
+            "import pyspark.sql.functions as fn\nfrom upsertsink import UpsertSink\n"
+            "df2 = df.withColumn('bucket', (fn.rand() * 10).cast('int'))\n",
+            3, 32, "column", "bucket",
+        ),
+        Invalid(
+            "from pyspark.sql.functions import rand as r, col\n"
+            "df2 = df.select(col('a'), r().alias('k'))\nUpsertSink(path, 'k')\n",
+            2, 27, "key", "k",
+        ),
+        Invalid(
+            "import random\nfrom pyspark.sql import functions as F\n"
+            "salt = random.randint(0, 9)\ndf2 = df.withColumn('salt', F.lit(salt))\n",
+            3, 8, "column", "salt",
+        ),
+    ),
+    valid=(
+        Valid(
+            "import random\nrandom.seed(7)\nfrom pyspark.sql import functions as F\n"
+            "df2 = df.withColumn('salt', F.lit(random.randint(0, 9)))\n"
+        ),
+        Valid(
+            "from pyspark.sql import functions as F\n"
+            "def f(rand):\n    return df.withColumn('k', rand())\n",
+            keys=("k",),
+        ),
+        Valid("from pyspark.sql import functions as F\ndf2 = df.select(F.col('rand').alias('k'))\n", keys=("k",)),
+    ),
+)
