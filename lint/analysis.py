@@ -65,20 +65,103 @@ class Reach:
 # DataFrame methods that return a DataFrame (or a reader/writer/builder): their result carries no value
 # taint of its own; what they write is recorded as column writes instead.
 DF_METHODS = {
-    "select", "selectExpr", "withColumn", "withColumns", "withColumnRenamed", "withColumnsRenamed",
-    "filter", "where", "agg", "groupBy", "groupby", "join", "crossJoin", "union", "unionAll", "unionByName",
-    "drop", "dropDuplicates", "drop_duplicates", "dropDuplicatesWithinWatermark", "distinct", "orderBy",
-    "sort", "limit", "sample", "sampleBy", "randomSplit", "repartition", "repartitionByRange", "coalesce",
-    "cache", "persist", "checkpoint", "localCheckpoint", "toDF", "fillna", "dropna", "replace", "transform",
-    "mapInPandas", "mapInArrow", "applyInPandas", "sql", "table", "read", "readStream", "createDataFrame",
-    "load", "parquet", "csv", "json", "orc", "text", "format", "option", "options", "schema", "writeStream",
-    "write", "merge", "whenMatchedUpdate", "whenMatchedUpdateAll", "whenMatchedDelete", "whenNotMatchedInsert",
-    "whenNotMatchedInsertAll", "whenNotMatchedBySourceUpdate", "whenNotMatchedBySourceDelete", "execute",
-    "when_matched_update", "when_matched_update_all", "when_matched_delete", "when_not_matched_insert",
-    "when_not_matched_insert_all", "when_not_matched_by_source_update", "when_not_matched_by_source_delete",
-    "hint", "withWatermark", "observe", "pivot", "forPath", "forName", "toPandas", "collect", "show",
-    "count", "assign", "sortWithinPartitions", "unpersist", "createOrReplaceTempView", "registerTempTable",
-    "saveAsTable", "save", "insertInto", "foreachBatch", "start", "trigger", "outputMode",
+    "select",
+    "selectExpr",
+    "withColumn",
+    "withColumns",
+    "withColumnRenamed",
+    "withColumnsRenamed",
+    "filter",
+    "where",
+    "agg",
+    "groupBy",
+    "groupby",
+    "join",
+    "crossJoin",
+    "union",
+    "unionAll",
+    "unionByName",
+    "drop",
+    "dropDuplicates",
+    "drop_duplicates",
+    "dropDuplicatesWithinWatermark",
+    "distinct",
+    "orderBy",
+    "sort",
+    "limit",
+    "sample",
+    "sampleBy",
+    "randomSplit",
+    "repartition",
+    "repartitionByRange",
+    "coalesce",
+    "cache",
+    "persist",
+    "checkpoint",
+    "localCheckpoint",
+    "toDF",
+    "fillna",
+    "dropna",
+    "replace",
+    "transform",
+    "mapInPandas",
+    "mapInArrow",
+    "applyInPandas",
+    "sql",
+    "table",
+    "read",
+    "readStream",
+    "createDataFrame",
+    "load",
+    "parquet",
+    "csv",
+    "json",
+    "orc",
+    "text",
+    "format",
+    "option",
+    "options",
+    "schema",
+    "writeStream",
+    "write",
+    "merge",
+    "whenMatchedUpdate",
+    "whenMatchedUpdateAll",
+    "whenMatchedDelete",
+    "whenNotMatchedInsert",
+    "whenNotMatchedInsertAll",
+    "whenNotMatchedBySourceUpdate",
+    "whenNotMatchedBySourceDelete",
+    "execute",
+    "when_matched_update",
+    "when_matched_update_all",
+    "when_matched_delete",
+    "when_not_matched_insert",
+    "when_not_matched_insert_all",
+    "when_not_matched_by_source_update",
+    "when_not_matched_by_source_delete",
+    "hint",
+    "withWatermark",
+    "observe",
+    "pivot",
+    "forPath",
+    "forName",
+    "toPandas",
+    "collect",
+    "show",
+    "count",
+    "assign",
+    "sortWithinPartitions",
+    "unpersist",
+    "createOrReplaceTempView",
+    "registerTempTable",
+    "saveAsTable",
+    "save",
+    "insertInto",
+    "foreachBatch",
+    "start",
+    "trigger",
+    "outputMode",
 }
 _ALIAS_METHODS = {"alias", "name", "as_"}
 _NAME_ARG_FUNCS = {"col", "column"}
@@ -92,14 +175,89 @@ _MERGE_MAP_METHODS = {
     "when_not_matched_by_source_update": ("updates", 0),
 }
 _MERGE_COND_KW = ("condition", "predicate", "merge_condition")
-_NOQA_RE = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_]+(?:[\s,]+[A-Za-z0-9_]+)*))?", re.IGNORECASE)
+_NOQA_RE = re.compile(
+    "#" + r"\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_]+(?:[\s,]+[A-Za-z0-9_]+)*))?", re.IGNORECASE
+)
 _UDF_FACTORIES = {"udf", "pandas_udf", "register"}
+
+
+_SPECIAL = frozenset(
+    {
+        ast.Call,
+        ast.Assign,
+        ast.AnnAssign,
+        ast.AugAssign,
+        ast.NamedExpr,
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.Lambda,
+        ast.ClassDef,
+        ast.Return,
+        ast.Import,
+        ast.ImportFrom,
+        ast.For,
+        ast.AsyncFor,
+        ast.comprehension,
+        ast.With,
+        ast.AsyncWith,
+        ast.ExceptHandler,
+        ast.Global,
+        ast.Nonlocal,
+    }
+)
+# Nodes that can hold nothing collect() needs: names, constants, contexts and operators.
+_LEAVES = frozenset(
+    {ast.Constant, ast.Name, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue}
+    | {
+        c
+        for c in vars(ast).values()
+        if isinstance(c, type) and issubclass(c, (ast.operator, ast.unaryop, ast.cmpop, ast.boolop))
+    }
+)
+_NON_NODE_FIELDS = {
+    "ctx",
+    "op",
+    "ops",
+    "attr",
+    "id",
+    "arg",
+    "name",
+    "names",
+    "module",
+    "level",
+    "type_comment",
+    "kind",
+    "asname",
+    "is_async",
+    "conversion",
+    "simple",
+}
+_FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(t: type) -> tuple[str, ...]:
+    fields = _FIELDS_CACHE.get(t)
+    if fields is None:
+        fields = tuple(f for f in t._fields if f not in _NON_NODE_FIELDS)
+        _FIELDS_CACHE[t] = fields
+    return fields
 
 
 class Scope:
     """A function, lambda, class or module scope: its bindings and imports."""
 
-    __slots__ = ("assigns", "funcs", "globals", "imports", "kind", "node", "parent", "returns", "star", "udfs")
+    __slots__ = (
+        "assigns",
+        "funcs",
+        "globals",
+        "imports",
+        "kind",
+        "node",
+        "parent",
+        "returns",
+        "star",
+        "udfs",
+    )
 
     def __init__(self, kind: str, parent: Scope | None, node: ast.AST | None) -> None:
         self.kind = kind
@@ -172,9 +330,25 @@ class ModuleAnalysis:
     def collect(self) -> None:
         stack: list[tuple[ast.AST, Scope]] = [(stmt, self.module) for stmt in self.tree.body]
         visit = self._visit
+        special = _SPECIAL
+        skip = _LEAVES
+        fields_of = _child_fields
         while stack:
             node, scope = stack.pop()
-            visit(node, scope, stack)
+            t = node.__class__
+            if t in special:
+                visit(node, scope, stack)
+                continue
+            for f in fields_of(t):
+                v = getattr(node, f, None)
+                if v is None:
+                    continue
+                if v.__class__ is list:
+                    for x in v:
+                        if x.__class__ not in skip and isinstance(x, ast.AST):
+                            stack.append((x, scope))
+                elif v.__class__ not in skip and isinstance(v, ast.AST):
+                    stack.append((v, scope))
         self.calls.sort(key=lambda cs: (cs[0].lineno, cs[0].col_offset))
 
     def _visit(self, node: ast.AST, scope: Scope, stack: list) -> None:
@@ -260,7 +434,8 @@ class ModuleAnalysis:
         elif t is ast.Global or t is ast.Nonlocal:
             scope.globals.update(node.names)
         for child in ast.iter_child_nodes(node):
-            stack.append((child, scope))
+            if child.__class__ not in _LEAVES:
+                stack.append((child, scope))
 
     def _bind_target(self, target: ast.AST, value: ast.AST, scope: Scope) -> None:
         t = type(target)
@@ -297,7 +472,11 @@ class ModuleAnalysis:
         s = self.lookup(node.id, scope)
         if s is None:
             for mod in self._star_modules(scope):
-                if node.id in SPARK_FUNCTIONS or node.id in SPARK_RANKING or node.id in ("col", "expr", "udf"):
+                if (
+                    node.id in SPARK_FUNCTIONS
+                    or node.id in SPARK_RANKING
+                    or node.id in ("col", "expr", "udf")
+                ):
                     return ".".join([mod, node.id, *reversed(parts)])
             return None
         if node.id in s.assigns or node.id not in s.imports:
@@ -335,7 +514,12 @@ class ModuleAnalysis:
     def span(self, node: ast.AST) -> Span:
         line = node.lineno
         end_line = node.end_lineno or line
-        return (line, self._char_col(line, node.col_offset), end_line, self._char_col(end_line, node.end_col_offset))
+        return (
+            line,
+            self._char_col(line, node.col_offset),
+            end_line,
+            self._char_col(end_line, node.end_col_offset),
+        )
 
     def _char_col(self, line: int, byte_off: int | None) -> int:
         if byte_off is None:
@@ -395,7 +579,9 @@ class ModuleAnalysis:
             if name == "dedent" and len(node.args) == 1:
                 inner = self.str_value(node.args[0], scope)
                 out = inner.dedent() if inner is not None else None
-        elif t is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "strip" and not node.args:
+        elif (
+            t is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "strip" and not node.args
+        ):
             inner = self.str_value(node.func.value, scope)
             out = inner.strip() if inner is not None else None
         self._str_memo[key] = out
@@ -463,7 +649,11 @@ class ModuleAnalysis:
             return EMPTY
         out = EMPTY
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.expr) or type(child) in (ast.keyword, ast.comprehension, ast.FormattedValue):
+            if isinstance(child, ast.expr) or type(child) in (
+                ast.keyword,
+                ast.comprehension,
+                ast.FormattedValue,
+            ):
                 out = out | self.taint(child, scope)
         return out
 
@@ -509,7 +699,7 @@ class ModuleAnalysis:
             if site.window is not None and not self.may_tie(*site.window):
                 continue
             line, col, eline, ecol = text.span(site.start, site.end)
-            alt = text.positions[-1][0] if text.positions else 0
+            alt = text.last_line
             out.add(Src(site.rule, line, col, eline, ecol, f"{site.name} in SQL", alt_line=alt))
         for ref in part.refs:
             out |= self.column_taint(ref)
@@ -538,7 +728,8 @@ class ModuleAnalysis:
         if t is ast.Name:
             s = self.lookup(node.id, scope)
             if s is None or node.id not in s.assigns:
-                return ((), ()) if node.id == "Window" else None
+                q = self.qualname(node, scope) or node.id
+                return ((), ()) if q.rsplit(".", 1)[-1] == "Window" else None
             values = [v for v in s.assigns[node.id] if v is not None]
             if len(values) != 1:
                 return None
@@ -663,10 +854,14 @@ class ModuleAnalysis:
             name = self.spark_name(self.qualname(inner.func, scope))
         out = set(self.taint(inner, scope))
         if name in SPARK_RANKING and spec is not None and ties:
-            out.add(self.src("ND006", inner, what=f"{self.segment(inner.func, 40)}() over a window that may tie"))
+            out.add(
+                self.src("ND006", inner, what=f"{self.segment(inner.func, 40)}() over a window that may tie")
+            )
         elif name in SPARK_ORDERED_OK and spec is not None and not ties:
             own = self.span(inner)
-            out = {s for s in out if not (s.rule == "ND005" and (s.line, s.col, s.end_line, s.end_col) == own)}
+            out = {
+                s for s in out if not (s.rule == "ND005" and (s.line, s.col, s.end_line, s.end_col) == own)
+            }
         for a in call.args:
             out |= self.taint(a, scope)
         return frozenset(out)
@@ -685,7 +880,11 @@ class ModuleAnalysis:
         for value in s.assigns.get(name, ()):
             if type(value) is ast.Call and self._is_udf_factory(value, s):
                 target = value.args[0] if value.args else None
-                if type(value.func) is ast.Attribute and value.func.attr == "register" and len(value.args) > 1:
+                if (
+                    type(value.func) is ast.Attribute
+                    and value.func.attr == "register"
+                    and len(value.args) > 1
+                ):
                     target = value.args[1]
                 if target is not None:
                     out = out | self._udf_taint(target, s, name)
@@ -722,7 +921,16 @@ class ModuleAnalysis:
     @staticmethod
     def _as_udf(inner: frozenset, label: str) -> frozenset:
         return frozenset(
-            Src("ND010", s.line, s.col, s.end_line, s.end_col, s.what, via=f"UDF `{label}`", alt_line=s.alt_line)
+            Src(
+                "ND010",
+                s.line,
+                s.col,
+                s.end_line,
+                s.end_col,
+                s.what,
+                via=f"UDF `{label}`",
+                alt_line=s.alt_line,
+            )
             for s in inner
         )
 
@@ -733,7 +941,15 @@ class ModuleAnalysis:
             assert isinstance(parent.func, ast.Attribute)
             if parent.func.attr in LOOK_ONLY_ACTIONS:
                 return True
-            if parent.func.attr not in ("limit", "select", "orderBy", "sort", "withColumn", "filter", "where"):
+            if parent.func.attr not in (
+                "limit",
+                "select",
+                "orderBy",
+                "sort",
+                "withColumn",
+                "filter",
+                "where",
+            ):
                 return False
             parent = self.chain_parent.get(id(parent))
         return False
@@ -823,7 +1039,11 @@ class ModuleAnalysis:
         elif m in ("filter", "where") and args:
             if self._looked_only(call):
                 return
-            text = self._sql_arg(args[0], scope) if type(args[0]) in (ast.Constant, ast.JoinedStr, ast.Name) else None
+            text = (
+                self._sql_arg(args[0], scope)
+                if type(args[0]) in (ast.Constant, ast.JoinedStr, ast.Name)
+                else None
+            )
             if text is not None:
                 ok, _alias, part = sqlmod.analyze_expression(text.text)
                 if ok:
@@ -874,8 +1094,12 @@ class ModuleAnalysis:
                             self._add_write(_strip_qualifier(names[0]), scope, sql=(part, text), node=call)
                     else:
                         self._add_write(_strip_qualifier(names[0]), scope, v, node=call)
-        elif m in ("whenMatchedDelete", "when_matched_delete", "whenNotMatchedBySourceDelete",
-                   "when_not_matched_by_source_delete"):
+        elif m in (
+            "whenMatchedDelete",
+            "when_matched_delete",
+            "whenNotMatchedBySourceDelete",
+            "when_not_matched_by_source_delete",
+        ):
             cond = self._kwarg(call, *_MERGE_COND_KW) or (args[0] if args else None)
             if cond is not None:
                 self._condition_effect(cond, scope)
@@ -1036,7 +1260,7 @@ def _strip_qualifier(column: str) -> str:
     c = column.strip()
     if "." in c and not c.startswith("`"):
         c = c.rsplit(".", 1)[1]
-    return c.strip("`\"")
+    return c.strip('`"')
 
 
 def noqa_codes(line: str) -> set[str] | None:

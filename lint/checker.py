@@ -105,17 +105,25 @@ def check_bytes(
     """Check the contents of one file. ``path`` is only used to label findings."""
     if FILE_NOQA in data:
         return FileResult([], False)
-    if prefilter and TRIGGER_RE.search(data) is None:
-        return FileResult([], False)
+    analyze = not prefilter or TRIGGER_RE.search(data) is not None
     try:
         text = decode(data)
-        lines = text.splitlines(keepends=True) or [""]
         tree = ast.parse(text, filename=path)
+        if not analyze:
+            # no trigger word: no finding is possible; the C parser only confirms the syntax (ND000)
+            return FileResult([], False)
+        lines = text.splitlines(keepends=True) or [""]
     except SyntaxError as exc:
         return FileResult([_parse_error(path, exc.lineno or 1, exc.offset or 1, exc.msg)], True)
     except (UnicodeDecodeError, LookupError) as exc:
-        return FileResult([_parse_error(path, 1, 1, f"cannot decode the file ({exc.__class__.__name__}: "
-                                                      f"{str(exc)[:120]})")], True)
+        return FileResult(
+            [
+                _parse_error(
+                    path, 1, 1, f"cannot decode the file ({exc.__class__.__name__}: {str(exc)[:120]})"
+                )
+            ],
+            True,
+        )
     except (ValueError, RecursionError, MemoryError) as exc:
         return FileResult([_parse_error(path, 1, 1, f"{exc.__class__.__name__}: {str(exc)[:120]}")], True)
     try:
@@ -133,8 +141,18 @@ def check_bytes(
             continue
         severity = "error" if target in ("key", "sequence") else "warning"
         findings.append(
-            Finding(path, src.line, src.col, src.end_line, src.end_col, src.rule, severity,
-                    _message(src, target, column, others, rows), target, column)
+            Finding(
+                path,
+                src.line,
+                src.col,
+                src.end_line,
+                src.end_col,
+                src.rule,
+                severity,
+                _message(src, target, column, others, rows),
+                target,
+                column,
+            )
         )
     return FileResult(findings, True)
 
@@ -151,9 +169,19 @@ def _suppressed(lines: list[str], src: Src) -> bool:
 def _parse_error(path: str, line: int, col: int, msg: str) -> Finding:
     line = max(int(line), 1)
     col = max(int(col), 1)
-    return Finding(path, line, col, line, col + 1, "ND000", "error",
-                   f"the file could not be parsed ({msg}); nothing in it was checked. Fix the syntax error "
-                   "(or the file's encoding) so the determinism checks can run.", None, None)
+    return Finding(
+        path,
+        line,
+        col,
+        line,
+        col + 1,
+        "ND000",
+        "error",
+        f"the file could not be parsed ({msg}); nothing in it was checked. Fix the syntax error "
+        "(or the file's encoding) so the determinism checks can run.",
+        None,
+        None,
+    )
 
 
 def main_guard() -> None:

@@ -25,19 +25,35 @@ class LintUsageError(click.ClickException):
 @click.command("lint", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True,
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif", "github"]),
+    default="text",
+    show_default=True,
     help="Output format.",
 )
 @click.option("--key", "keys", multiple=True, metavar="COL", help="A merge-key column (repeatable).")
 @click.option("--sequence", "sequence", multiple=True, metavar="COL", help="A sequence column (repeatable).")
-@click.option("--select", multiple=True, metavar="CODES", help="Only these rule codes/prefixes (comma-separated).")
-@click.option("--ignore", multiple=True, metavar="CODES", help="Skip these rule codes/prefixes (comma-separated).")
 @click.option(
-    "--fail-on", type=click.Choice(["error", "warning"]), default=None,
+    "--select", multiple=True, metavar="CODES", help="Only these rule codes/prefixes (comma-separated)."
+)
+@click.option(
+    "--ignore", multiple=True, metavar="CODES", help="Skip these rule codes/prefixes (comma-separated)."
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning"]),
+    default=None,
     help="Lowest severity that makes the exit code 1 (default: error, or fail-on from the config).",
 )
-@click.option("--config", "config", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="Read settings from FILE instead of the nearest pyproject.toml.")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Read settings from FILE instead of the nearest pyproject.toml.",
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the content-hash cache.")
 @click.option("--explain", metavar="CODE", default=None, help="Print the documentation of a rule and exit.")
 def lint_command(

@@ -118,7 +118,7 @@ def resolve_settings(
     where = str(cfg_path)
     settings = Settings()
     settings.config_path = cfg_path
-    settings.root = (cfg_path.resolve().parent if cfg_path is not None else Path.cwd().resolve())
+    settings.root = cfg_path.resolve().parent if cfg_path is not None else Path.cwd().resolve()
     settings.keys = _str_list(table, "keys", cfg_path) if table else []
     settings.sequence = _str_list(table, "sequence", cfg_path) if table else []
     settings.exclude = _str_list(table, "exclude", cfg_path) if table else []
@@ -127,7 +127,7 @@ def resolve_settings(
     settings.ignore = split_codes(_str_list(table, "ignore", cfg_path), where) if table else []
     cfg_fail = table.get("fail-on", "error")
     if cfg_fail not in ("error", "warning"):
-        raise ConfigError(f"{where}: fail-on must be \"error\" or \"warning\", not {cfg_fail!r}")
+        raise ConfigError(f'{where}: fail-on must be "error" or "warning", not {cfg_fail!r}')
     settings.fail_on = fail_on or cfg_fail
     settings.keys.extend(k for k in keys if k.strip())
     settings.sequence.extend(s for s in sequence if s.strip())

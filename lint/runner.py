@@ -23,9 +23,24 @@ from lint.checker import FileResult, Finding, check_bytes, main_guard
 from lint.config import Settings
 
 DEFAULT_EXCLUDES = [
-    ".git/", ".hg/", ".svn/", ".venv/", "venv/", "__pycache__/", "node_modules/", ".tox/", ".nox/",
-    ".mypy_cache/", ".ruff_cache/", ".pytest_cache/", ".upsertsink_cache/", "build/", "dist/",
-    "site-packages/", ".eggs/", "*.egg-info/",
+    ".git/",
+    ".hg/",
+    ".svn/",
+    ".venv/",
+    "venv/",
+    "__pycache__/",
+    "node_modules/",
+    ".tox/",
+    ".nox/",
+    ".mypy_cache/",
+    ".ruff_cache/",
+    ".pytest_cache/",
+    ".upsertsink_cache/",
+    "build/",
+    "dist/",
+    "site-packages/",
+    ".eggs/",
+    "*.egg-info/",
 ]
 CACHE_DIR = ".upsertsink_cache"
 _PARALLEL_MIN_FILES = 8
@@ -60,7 +75,9 @@ def _gitignore_spec(folder: Path) -> pathspec.PathSpec | None:
     if not gi.is_file():
         return None
     try:
-        return pathspec.PathSpec.from_lines("gitwildmatch", gi.read_text(encoding="utf-8", errors="replace").splitlines())
+        return pathspec.PathSpec.from_lines(
+            "gitwildmatch", gi.read_text(encoding="utf-8", errors="replace").splitlines()
+        )
     except (OSError, ValueError):
         return None
 
@@ -101,7 +118,8 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
                     inherited.append((folder, spec))
         root_rel = _rel(base, root)
         use_exclude = exclude is not None and not (
-            root_rel not in (None, ".") and (exclude.match_file(root_rel) or exclude.match_file(root_rel + "/"))
+            root_rel not in (None, ".")
+            and (exclude.match_file(root_rel) or exclude.match_file(root_rel + "/"))
         )
         for dirpath, dirnames, filenames in os.walk(base):
             d = Path(dirpath)
@@ -111,9 +129,7 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
                 inherited.append((d, local))
                 specs.append((d, local))
 
-            def ignored(
-                p: Path, is_dir: bool, specs=specs, base=base, use_exclude=use_exclude
-            ) -> bool:
+            def ignored(p: Path, is_dir: bool, specs=specs, base=base, use_exclude=use_exclude) -> bool:
                 suffix = "/" if is_dir else ""
                 rel_walk = _rel(p, base)
                 if rel_walk is not None and defaults.match_file(rel_walk + suffix):
@@ -166,7 +182,9 @@ class Cache:
         self.path = folder / CACHE_DIR / "lint.json"
         salt = hashlib.blake2b(digest_size=16)
         salt.update(_linter_fingerprint().encode())
-        salt.update(json.dumps([sorted(settings.keys), sorted(settings.sequence), sys.version_info[:2]]).encode())
+        salt.update(
+            json.dumps([sorted(settings.keys), sorted(settings.sequence), sys.version_info[:2]]).encode()
+        )
         self.salt = salt.hexdigest()
         self.entries: dict[str, list] = {}
         self.dirty = False
@@ -182,7 +200,17 @@ class Cache:
 
     def put(self, digest: str, findings: list[Finding]) -> None:
         self.entries[digest] = [
-            [f.line, f.column, f.end_line, f.end_column, f.rule, f.severity, f.message, f.target, f.column_name]
+            [
+                f.line,
+                f.column,
+                f.end_line,
+                f.end_column,
+                f.rule,
+                f.severity,
+                f.message,
+                f.target,
+                f.column_name,
+            ]
             for f in findings
         ]
         self.dirty = True
@@ -214,7 +242,9 @@ def _work(item: tuple[str, bytes, list[str], list[str]]) -> FileResult:
         return FileResult([_parse_error(path, 1, 1, f"internal error {exc.__class__.__name__}: {exc}")], True)
 
 
-def lint_paths(paths: list[Path], settings: Settings, use_cache: bool = True, jobs: int | None = None) -> RunResult:
+def lint_paths(
+    paths: list[Path], settings: Settings, use_cache: bool = True, jobs: int | None = None
+) -> RunResult:
     """Lint files and folders; findings are filtered by select/ignore but not by severity."""
     files = discover(paths, settings)
     result = RunResult()

@@ -44,7 +44,16 @@ PYTHON_CALLS_ONE_ARG: dict[str, str] = {"time.strftime": "ND001"}
 PYTHON_MODULES: dict[str, str] = {"random": "ND002", "secrets": "ND002", "numpy.random": "ND002"}
 # Calls in a random module that do not draw a value, or that are seeded when given an argument.
 PYTHON_RANDOM_NEUTRAL = {"seed", "getstate", "setstate", "SeedSequence", "BitGenerator"}
-PYTHON_RANDOM_SEEDABLE = {"Random", "default_rng", "RandomState", "Generator", "PCG64", "MT19937", "Philox", "SFC64"}
+PYTHON_RANDOM_SEEDABLE = {
+    "Random",
+    "default_rng",
+    "RandomState",
+    "Generator",
+    "PCG64",
+    "MT19937",
+    "Philox",
+    "SFC64",
+}
 
 # The module prefixes under which pyspark exposes its column functions.
 SPARK_FUNCTION_MODULES = (

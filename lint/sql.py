@@ -173,7 +173,10 @@ def _part(node, pos: _Positions) -> SqlPart:
         if name in SPARK_RANKING or name in SPARK_ORDERED_OK:
             window = sub.parent if isinstance(sub.parent, exp.Window) else None
             if window is not None:
-                spec = (_cols(window.args.get("partition_by")), _cols((window.args.get("order") or exp.Order()).expressions))
+                spec = (
+                    _cols(window.args.get("partition_by")),
+                    _cols((window.args.get("order") or exp.Order()).expressions),
+                )
                 start, end = pos.locate(sub, name)
                 rule = SPARK_FUNCTIONS.get(name, "ND006") if name not in SPARK_RANKING else "ND006"
                 part.sites.append(SqlSite(rule, name, start, end, spec))
@@ -184,7 +187,9 @@ def _part(node, pos: _Positions) -> SqlPart:
             continue
         if name in SPARK_NO_ARG_ONLY:
             inner = sub.args.get("this")
-            synthesized = type(inner).__name__ == "CurrentTimestamp" and not (getattr(inner, "meta", None) or {})
+            synthesized = type(inner).__name__ == "CurrentTimestamp" and not (
+                getattr(inner, "meta", None) or {}
+            )
             if inner is not None and not synthesized:
                 continue
         if (
@@ -247,7 +252,7 @@ def _merge(merge, pos: _Positions, result: SqlResult) -> None:
     result.merge_keys.extend(_eq_columns(on))
     result.rows.append(("merge", _part(on, pos)))
     whens = merge.args.get("whens")
-    for when in (whens.expressions if whens is not None else []):
+    for when in whens.expressions if whens is not None else []:
         then = when.args.get("then")
         if when.args.get("condition") is not None:
             result.rows.append(("merge", _part(when.args["condition"], pos)))

@@ -36,6 +36,7 @@ class PosText:
     text: str
     positions: list[Pos]
     holes: dict[str, ast.AST] = field(default_factory=dict)
+    last_line: int = 0  # the line the literal ends on (where a trailing ``# noqa`` sits)
 
     def span(self, start: int, end: int) -> tuple[int, int, int, int]:
         """File span (line, col, end_line, end_col; end exclusive) of text[start:end]."""
@@ -49,14 +50,16 @@ class PosText:
         return (line, col, eline, ecol + 1)
 
     def __add__(self, other: PosText) -> PosText:
-        return PosText(self.text + other.text, self.positions + other.positions, {**self.holes, **other.holes})
+        return PosText(
+            self.text + other.text, self.positions + other.positions, {**self.holes, **other.holes}
+        )
 
     def strip(self) -> PosText:
         """``str.strip()`` keeping positions."""
         text = self.text
         left = len(text) - len(text.lstrip())
         right = len(text.rstrip())
-        return PosText(text[left:right], self.positions[left:right], self.holes)
+        return PosText(text[left:right], self.positions[left:right], self.holes, self.last_line)
 
     def dedent(self) -> PosText:
         """``textwrap.dedent()`` keeping positions (common leading whitespace of non-blank lines removed)."""
@@ -91,7 +94,7 @@ class PosText:
                 stripped = line.lstrip(" \t")
                 out_text.append(stripped)
                 out_pos.extend(pos[len(line) - len(stripped) :])
-        return PosText("".join(out_text), out_pos, self.holes)
+        return PosText("".join(out_text), out_pos, self.holes, self.last_line)
 
 
 def _decode_body(body: str, start: Pos, raw: bool, fstring: bool, holes: list[ast.AST], out: PosText) -> None:
@@ -201,10 +204,12 @@ def literal_text(node: ast.Constant | ast.JoinedStr, lines: list[str]) -> PosTex
         b_last = seg_lines[-1].encode("utf-8")
         end_char = len(b_last[: node.end_col_offset].decode("utf-8", "replace"))
         segment = "".join([seg_lines[0][start_char:]] + seg_lines[1:-1] + [seg_lines[-1][:end_char]])
-    holes = [v.value for v in node.values if isinstance(v, ast.FormattedValue)] if isinstance(
-        node, ast.JoinedStr
-    ) else []
-    out = PosText("", [])
+    holes = (
+        [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
+        if isinstance(node, ast.JoinedStr)
+        else []
+    )
+    out = PosText("", [], last_line=node.end_lineno)
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO("(" + segment + ")").readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):

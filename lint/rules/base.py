@@ -57,7 +57,7 @@ class Rule:
 
     def explain(self) -> str:
         """The rule's documentation as Markdown (``--explain`` and docs/rules.md)."""
-        out = [f"## {self.code} `{self.name}`", "", self.summary, "", self.description.strip(), ""]
+        out = [f"## {self.code} {self.name}", "", self.summary, "", self.description.strip(), ""]
         out += ["**Why it breaks replays.** " + self.why, ""]
         out += ["**How to fix it.**", ""]
         for target, text in self.fix.items():

@@ -32,16 +32,26 @@ step) are not reported.
             "from pyspark.sql import functions as F\nfrom upsertsink import UpsertSink\n"
             "sink = UpsertSink('/t', keys=['id'])\n"
             "out = df.withColumn('id', F.concat(F.col('src'), F.current_timestamp().cast('string')))\n",
-            4, 50, "key", "id",
+            4,
+            50,
+            "key",
+            "id",
         ),
         Invalid(
             "import datetime as dt\nfrom pyspark.sql import functions as F\n"
             "BATCH_TS = dt.datetime.now()\nout = df.withColumn('ingested_at', F.lit(BATCH_TS))\n",
-            3, 12, "column", "ingested_at",
+            3,
+            12,
+            "column",
+            "ingested_at",
         ),
         Invalid(
             'out = spark.sql("""\n    SELECT id,\n           current_timestamp() AS updated_at\n    FROM src\n""")\n',
-            3, 12, "sequence", "updated_at", sequence=("updated_at",),
+            3,
+            12,
+            "sequence",
+            "updated_at",
+            sequence=("updated_at",),
         ),
     ),
     valid=(

@@ -24,9 +24,14 @@ Name-based UUIDs (`uuid.uuid5(namespace, name)` / `uuid3`) are deterministic and
             "def new_id():\n    return str(uuid.uuid4())\n\n"
             "df2 = df.withColumn('order_id', F.lit(new_id()))\n"
             "UpsertSink('/t', ['order_id']).write(df2)\n",
-            6, 16, "key", "order_id",
+            6,
+            16,
+            "key",
+            "order_id",
         ),
-        Invalid("df2 = df.selectExpr('*', 'uuid() AS event_id')\n", 1, 27, "key", "event_id", keys=("event_id",)),
+        Invalid(
+            "df2 = df.selectExpr('*', 'uuid() AS event_id')\n", 1, 27, "key", "event_id", keys=("event_id",)
+        ),
     ),
     valid=(
         Valid(
@@ -61,11 +66,17 @@ files are rewritten (compaction, OPTIMIZE).
             "from pyspark.sql import functions as F\nfrom upsertsink import UpsertSink\n"
             "df2 = df.withColumn('row_id', F.monotonically_increasing_id())\n"
             "UpsertSink(target, keys='row_id').write(df2)\n",
-            3, 31, "key", "row_id",
+            3,
+            31,
+            "key",
+            "row_id",
         ),
         Invalid(
             "from pyspark.sql import functions as F\ndf2 = df.withColumn('src_file', F.input_file_name())\n",
-            2, 33, "column", "src_file",
+            2,
+            33,
+            "column",
+            "src_file",
         ),
     ),
     valid=(

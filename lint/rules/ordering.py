@@ -26,12 +26,18 @@ array whose element order is arbitrary. Used over a window whose ordering cannot
         Invalid(
             "from pyspark.sql import functions as F\n"
             "latest = df.groupBy('id').agg(F.first('status').alias('status'))\n",
-            2, 31, "column", "status",
+            2,
+            31,
+            "column",
+            "status",
         ),
         Invalid(
             "from pyspark.sql import functions as F\n"
             "out = df.groupBy('k').agg(F.collect_list('v').alias('vs'))\n",
-            2, 27, "column", "vs",
+            2,
+            27,
+            "column",
+            "vs",
         ),
         Invalid("out = spark.sql('SELECT id, first(v) AS v FROM t GROUP BY id')\n", 1, 29, "column", "v"),
     ),
@@ -79,11 +85,17 @@ clauses in SQL text.
             "latest = (df.withColumn('rn', F.row_number().over(w))\n"
             "          .filter(F.col('rn') == 1).drop('rn'))\n"
             "UpsertSink('/t', ['id']).write(latest)\n",
-            4, 31, "key", "id",
+            4,
+            31,
+            "key",
+            "id",
         ),
         Invalid(
             "out = spark.sql('SELECT *, rank() OVER (PARTITION BY k ORDER BY ts) AS r FROM t')\n",
-            1, 28, "column", "r",
+            1,
+            28,
+            "column",
+            "r",
         ),
     ),
     valid=(
@@ -97,7 +109,8 @@ clauses in SQL text.
             "from pyspark.sql import functions as F\nfrom pyspark.sql.window import Window\n"
             "w = Window.partitionBy('id').orderBy('version')\n"
             "out = df.withColumn('rn', F.row_number().over(w))\n",
-            keys=("id",), sequence=("version",),
+            keys=("id",),
+            sequence=("version",),
         ),
     ),
 )
@@ -126,7 +139,10 @@ surviving row's sequence differs), otherwise a key outside the subset, otherwise
             "from upsertsink import UpsertSink\n"
             "clean = df.dropDuplicates(['id'])\n"
             "UpsertSink('/t', keys=['id'], sequence_by='version').write(clean)\n",
-            2, 12, "sequence", "version",
+            2,
+            12,
+            "sequence",
+            "version",
         ),
         Invalid("clean = pdf.drop_duplicates(subset=['id', 'day'])\n", 1, 13, "column", "*"),
     ),
@@ -156,7 +172,10 @@ ordering is searched along the method chain and through one variable (`ordered =
         Invalid(
             "from upsertsink import UpsertSink\nbatch = df.limit(1000)\n"
             "UpsertSink('/t', ['id']).write(batch)\n",
-            2, 12, "key", "id",
+            2,
+            12,
+            "key",
+            "id",
         ),
         Invalid("top = spark.sql('SELECT id, v FROM t LIMIT 10')\n", 1, 38, "key", "id", keys=("id",)),
     ),

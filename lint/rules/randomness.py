@@ -27,17 +27,26 @@ per partition, so the value a row gets depends on how the input happened to be p
         Invalid(
             "import pyspark.sql.functions as fn\nfrom upsertsink import UpsertSink\n"
             "df2 = df.withColumn('bucket', (fn.rand() * 10).cast('int'))\n",
-            3, 32, "column", "bucket",
+            3,
+            32,
+            "column",
+            "bucket",
         ),
         Invalid(
             "from pyspark.sql.functions import rand as r, col\n"
             "df2 = df.select(col('a'), r().alias('k'))\nUpsertSink(path, 'k')\n",
-            2, 27, "key", "k",
+            2,
+            27,
+            "key",
+            "k",
         ),
         Invalid(
             "import random\nfrom pyspark.sql import functions as F\n"
             "salt = random.randint(0, 9)\ndf2 = df.withColumn('salt', F.lit(salt))\n",
-            3, 8, "column", "salt",
+            3,
+            8,
+            "column",
+            "salt",
         ),
     ),
     valid=(
@@ -46,10 +55,11 @@ per partition, so the value a row gets depends on how the input happened to be p
             "df2 = df.withColumn('salt', F.lit(random.randint(0, 9)))\n"
         ),
         Valid(
-            "from pyspark.sql import functions as F\n"
-            "def f(rand):\n    return df.withColumn('k', rand())\n",
+            "from pyspark.sql import functions as F\ndef f(rand):\n    return df.withColumn('k', rand())\n",
             keys=("k",),
         ),
-        Valid("from pyspark.sql import functions as F\ndf2 = df.select(F.col('rand').alias('k'))\n", keys=("k",)),
+        Valid(
+            "from pyspark.sql import functions as F\ndf2 = df.select(F.col('rand').alias('k'))\n", keys=("k",)
+        ),
     ),
 )

@@ -25,12 +25,19 @@ run). The source is followed through the UDF's `return` statements.
             "import uuid\nfrom pyspark.sql.functions import udf, col\n\n@udf('string')\n"
             "def make_id(x):\n    return f'{x}-{uuid.uuid4()}'\n\n"
             "df2 = df.withColumn('id', make_id(col('name')))\n",
-            6, 19, "key", "id", keys=("id",),
+            6,
+            19,
+            "key",
+            "id",
+            keys=("id",),
         ),
         Invalid(
             "import time\nfrom pyspark.sql import functions as F\n"
             "stamp = F.udf(lambda v: f'{v}@{time.time()}')\ndf2 = df.withColumn('tag', stamp('v'))\n",
-            3, 32, "column", "tag",
+            3,
+            32,
+            "column",
+            "tag",
         ),
     ),
     valid=(

@@ -1,0 +1,318 @@
+"""Data flow: aliases, shadowing, helpers, f-strings, UDFs, SQL positions, keys from sinks and merges."""
+
+from __future__ import annotations
+
+from lint_helpers import lint_code, summary
+
+
+def test_import_aliases_resolve() -> None:
+    code = """
+    import pyspark.sql.functions as fn
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import current_timestamp as ts_now
+    import datetime as dt
+    from datetime import datetime
+    a = df.withColumn("a", fn.rand())
+    b = df.withColumn("b", F.uuid())
+    c = df.withColumn("c", ts_now())
+    d = df.withColumn("d", F.lit(dt.datetime.utcnow()))
+    e = df.withColumn("e", F.lit(datetime.now()))
+    """
+    got = summary(lint_code(code))
+    assert got == [
+        ("ND002", 7, 24, "column", "a"),
+        ("ND003", 8, 24, "column", "b"),
+        ("ND001", 9, 24, "column", "c"),
+        ("ND001", 10, 30, "column", "d"),
+        ("ND001", 11, 30, "column", "e"),
+    ]
+
+
+def test_not_fooled_by_local_definitions_parameters_and_columns() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import rand
+
+    def uuid():
+        return "fixed"
+
+    def build(df, rand):
+        return df.withColumn("k", rand())
+
+    out = df.withColumn("k", F.lit(uuid()))
+    out = out.withColumn("k2", F.col("rand") + F.col("current_timestamp"))
+    out = out.select(df.rand.alias("k3"), df["uuid"].alias("k4"))
+    """
+    assert lint_code(code, keys=("k", "k2", "k3", "k4")) == []
+
+
+def test_module_level_rebinding_shadows_import() -> None:
+    code = """
+    from pyspark.sql.functions import rand
+    rand = lambda: 4
+    out = df.withColumn("k", rand())
+    """
+    assert lint_code(code, keys=("k",)) == []
+
+
+def test_helper_return_value_and_module_constant() -> None:
+    code = """
+    import uuid
+    from pyspark.sql import functions as F
+
+    RUN = str(uuid.uuid4())
+
+    def run_tag(prefix):
+        return f"{prefix}-{RUN}"
+
+    out = df.withColumn("tag", F.lit(run_tag("x")))
+    """
+    assert summary(lint_code(code)) == [("ND003", 5, 11, "column", "tag")]
+
+
+def test_fstring_and_str_into_sql_text() -> None:
+    code = """
+    import datetime
+    today = str(datetime.date.today())
+    out = spark.sql(f"SELECT id, '{today}' AS load_date FROM src")
+    """
+    assert summary(lint_code(code)) == [("ND001", 3, 13, "column", "load_date")]
+
+
+def test_key_built_from_tainted_column_is_an_error() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    from upsertsink import UpsertSink
+    df2 = df.withColumn("salt", F.monotonically_increasing_id())
+    df3 = df2.withColumn("id", F.sha2(F.concat_ws("|", F.col("name"), F.col("salt")), 256))
+    df4 = df3.selectExpr("*", "sha2(concat_ws('|', id, other), 256) AS id2")
+    UpsertSink("/t", ["id2"]).write(df4)
+    """
+    findings = lint_code(code)
+    assert summary(findings) == [("ND004", 4, 29, "key", "id2")]
+    assert findings[0].severity == "error"
+    assert "`salt`" in findings[0].message and "`id`" in findings[0].message
+
+
+def test_sql_positions_in_triple_quoted_multiline_string() -> None:
+    code = '''
+    out = spark.sql("""
+        SELECT
+            id,
+            rand() AS noise,
+            monotonically_increasing_id() AS row_id
+        FROM src
+    """)
+    '''
+    findings = lint_code(code, keys=("row_id",))
+    assert summary(findings) == [("ND002", 5, 9, "column", "noise"), ("ND004", 6, 9, "key", "row_id")]
+    assert (findings[1].end_line, findings[1].end_column) == (6, 36)
+
+
+def test_sql_positions_with_escapes_and_implicit_concatenation() -> None:
+    code = """
+    out = df.selectExpr(
+        "id",
+        "concat('a\\\\tb', "  "uuid()) AS k",
+    )
+    """
+    # line 4 is:     "concat('a\\tb', "  "uuid()) AS k",  -- the uuid starts after the second quote
+    findings = lint_code(code, keys=("k",))
+    assert summary(findings) == [("ND003", 4, 26, "key", "k")]
+
+
+def test_sql_bare_keywords_and_expr() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    out = df.withColumn("day", F.expr("date_format(current_date, 'yyyy')"))
+    out2 = df.filter("ts > current_timestamp - INTERVAL 1 DAY")
+    """
+    findings = lint_code(code, keys=("id",))
+    assert summary(findings) == [("ND001", 3, 48, "column", "day"), ("ND001", 4, 24, "key", "id")]
+
+
+def test_unix_timestamp_only_without_arguments() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    a = df.withColumn("a", F.unix_timestamp())
+    b = df.withColumn("b", F.unix_timestamp("ts"))
+    c = df.selectExpr("unix_timestamp() AS c", "unix_timestamp(ts) AS d")
+    """
+    assert [(r, line, col) for r, line, col, _, _ in summary(lint_code(code))] == [
+        ("ND001", 3, 24),
+        ("ND001", 5, 20),
+    ]
+
+
+def test_udf_decorated_wrapped_and_registered() -> None:
+    code = """
+    import random
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    def pick(x):
+        return x + random.choice("abc")
+
+    pick_udf = F.udf(pick, StringType())
+    out = df.withColumn("k", pick_udf(F.col("a")))
+    """
+    findings = lint_code(code, keys=("k",))
+    assert summary(findings) == [("ND010", 7, 16, "key", "k")]
+    assert "UDF `pick_udf`" in findings[0].message
+
+
+def test_when_otherwise_and_alias_in_select() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    out = df.select(
+        "id",
+        F.when(F.col("x") > 0, F.rand()).otherwise(F.lit(0)).alias("score"),
+    )
+    """
+    assert summary(lint_code(code)) == [("ND002", 5, 28, "column", "score")]
+
+
+def test_pandas_column_assignment() -> None:
+    code = """
+    import uuid
+    pdf["event_id"] = [str(uuid.uuid4()) for _ in range(len(pdf))]
+    """
+    assert summary(lint_code(code, keys=("event_id",))) == [("ND003", 3, 24, "key", "event_id")]
+
+
+def test_not_reported_when_never_reaching_data() -> None:
+    code = """
+    import logging
+    import time
+    from pyspark.sql import functions as F
+    start = time.time()
+    df.select(F.current_timestamp()).show()
+    df.sample(0.1).show()
+    logging.info("took %s", time.time() - start)
+    print(F.rand())
+    """
+    assert lint_code(code, keys=("id",)) == []
+
+
+def test_keys_from_upsertsink_positional_string_and_constants() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    import upsertsink as us
+    KEYS = ("order_id", "line")
+    SEQ = "version"
+    df2 = df.withColumn("line", F.spark_partition_id()).withColumn("version", F.current_timestamp())
+    us.UpsertSink("/t", KEYS, sequence_by=SEQ).write(df2)
+    """
+    got = summary(lint_code(code))
+    assert got == [("ND004", 6, 29, "key", "line"), ("ND001", 6, 75, "sequence", "version")]
+
+
+def test_keys_from_delta_spark_merge_condition() -> None:
+    code = """
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+    src = df.withColumn("id", F.uuid())
+    (DeltaTable.forPath(spark, "/t").alias("t")
+        .merge(src.alias("s"), "t.id = s.id")
+        .whenMatchedUpdate(set={"ts": "current_timestamp()"})
+        .whenNotMatchedInsertAll()
+        .execute())
+    """
+    got = summary(lint_code(code))
+    assert got == [("ND003", 4, 27, "key", "id"), ("ND001", 7, 36, "column", "ts")]
+
+
+def test_keys_from_deltalake_merge_predicate_and_updates() -> None:
+    code = """
+    import time
+    from deltalake import DeltaTable
+    dt = DeltaTable("/t")
+    (dt.merge(source=data, predicate="target.k = source.k", source_alias="source", target_alias="target")
+       .when_matched_update(updates={"k": "source.k", "seen": "now()"})
+       .execute())
+    data["k"] = time.time_ns()
+    """
+    got = summary(lint_code(code))
+    assert got == [("ND001", 6, 60, "column", "seen"), ("ND001", 8, 13, "key", "k")]
+
+
+def test_window_tie_heuristic_with_keys_and_sequence() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window as W
+    tie = W.partitionBy("id").orderBy(F.desc("updated_at"))
+    ok = W.partitionBy("id").orderBy(F.desc("updated_at"), "event_id")
+    a = df.withColumn("rn", F.row_number().over(tie))
+    b = df.withColumn("rn2", F.row_number().over(ok))
+    c = df.withColumn("prev", F.lag("v").over(W.partitionBy("id").orderBy("version")))
+    """
+    got = summary(lint_code(code, sequence=("version",)))
+    assert got == [("ND006", 6, 25, "column", "rn")]
+
+
+def test_limit_with_order_through_variable() -> None:
+    code = """
+    ordered = df.orderBy("id")
+    top = ordered.limit(10)
+    other = df.limit(10)
+    """
+    assert summary(lint_code(code, keys=("id",))) == [("ND008", 4, 12, "key", "id")]
+
+
+def test_noqa_on_line_and_file() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    a = df.withColumn("a", F.rand())  # noqa
+    b = df.withColumn("b", F.rand())  # noqa: ND001, ND002
+    c = df.withColumn("c", F.rand())  # noqa: ND001
+    """
+    assert summary(lint_code(code)) == [("ND002", 5, 24, "column", "c")]
+    assert lint_code("# upsertsink: noqa\n" + code) == []
+
+
+def test_noqa_at_the_end_of_a_multiline_sql_string() -> None:
+    code = '''
+    out = spark.sql("""
+        SELECT rand() AS r FROM t
+    """)  # noqa: ND002
+    '''
+    assert lint_code(code) == []
+
+
+def test_message_says_what_where_why_and_how() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    df2 = df.withColumn("id", F.monotonically_increasing_id())
+    """
+    [finding] = lint_code(code, keys=("id",))
+    assert "`F.monotonically_increasing_id()`" in finding.message
+    assert "merge key `id`" in finding.message
+    assert "replay" in finding.message
+    assert "sha2(concat_ws(" in finding.message
+
+
+def test_order_dependent_aggregate_ok_over_tie_free_window() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+    w1 = Window.partitionBy("k").orderBy("ts", "seq")
+    w2 = Window.partitionBy("k").orderBy("ts")
+    a = df.withColumn("f1", F.first("v").over(w1))
+    b = df.withColumn("f2", F.last("v").over(w2))
+    """
+    assert summary(lint_code(code)) == [("ND005", 7, 25, "column", "f2")]
+
+
+def test_random_seeded_generators() -> None:
+    code = """
+    import random
+    import numpy as np
+    from pyspark.sql import functions as F
+    rng = np.random.default_rng(42)
+    a = df.withColumn("a", F.lit(float(rng.random())))
+    r = random.Random()
+    b = df.withColumn("b", F.lit(r.random()))
+    c = df.withColumn("c", F.lit(float(np.random.rand())))
+    """
+    got = summary(lint_code(code))
+    assert got == [("ND002", 7, 5, "column", "b"), ("ND002", 9, 36, "column", "c")]
