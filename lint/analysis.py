@@ -52,7 +52,7 @@ class Src:
     end_col: int
     what: str
     via: str = ""
-    alt_line: int = 0  # a second line where ``# noqa`` is honoured (end of a multi-line SQL string)
+    alt_line: int = 0  # a second line where a noqa comment is honoured (end of a multi-line SQL string)
 
 
 @dataclass

@@ -10,6 +10,7 @@ import ast
 import io
 import sys
 import tokenize
+import warnings
 from dataclasses import asdict, dataclass
 
 from lint.analysis import ModuleAnalysis, Src, noqa_codes
@@ -108,7 +109,9 @@ def check_bytes(
     analyze = not prefilter or TRIGGER_RE.search(data) is not None
     try:
         text = decode(data)
-        tree = ast.parse(text, filename=path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences etc. are the checked code's business
+            tree = ast.parse(text, filename=path)
         if not analyze:
             # no trigger word: no finding is possible; the C parser only confirms the syntax (ND000)
             return FileResult([], False)

@@ -70,13 +70,13 @@ class RunResult:
     stats: Stats = field(default_factory=Stats)
 
 
-def _gitignore_spec(folder: Path) -> pathspec.PathSpec | None:
+def _gitignore_spec(folder: Path) -> pathspec.GitIgnoreSpec | None:
     gi = folder / ".gitignore"
     if not gi.is_file():
         return None
     try:
-        return pathspec.PathSpec.from_lines(
-            "gitwildmatch", gi.read_text(encoding="utf-8", errors="replace").splitlines()
+        return pathspec.GitIgnoreSpec.from_lines(
+            gi.read_text(encoding="utf-8", errors="replace").splitlines()
         )
     except (OSError, ValueError):
         return None
@@ -93,8 +93,8 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
     """Python files under ``paths``. Walked folders honour .gitignore files, the configured ``exclude``
     globs and the default excludes; a file or folder named explicitly is always linted, even if excluded."""
     root = settings.root
-    exclude = pathspec.PathSpec.from_lines("gitwildmatch", settings.exclude) if settings.exclude else None
-    defaults = pathspec.PathSpec.from_lines("gitwildmatch", DEFAULT_EXCLUDES)
+    exclude = pathspec.GitIgnoreSpec.from_lines(settings.exclude) if settings.exclude else None
+    defaults = pathspec.GitIgnoreSpec.from_lines(DEFAULT_EXCLUDES)
     out: list[Path] = []
     seen: set[Path] = set()
     for given in paths:
@@ -109,7 +109,7 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
         base = given.resolve()
         # ignore files above the walked folder (up to the project root) apply to what is below it,
         # unless they exclude the folder itself (then the explicit argument wins)
-        inherited: list[tuple[Path, pathspec.PathSpec]] = []
+        inherited: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
         for folder in [root, *[p for p in base.parents if _rel(p, root) not in (None, ".")]]:
             spec = _gitignore_spec(folder)
             if spec is not None and _rel(base, folder) is not None:

@@ -36,7 +36,7 @@ class PosText:
     text: str
     positions: list[Pos]
     holes: dict[str, ast.AST] = field(default_factory=dict)
-    last_line: int = 0  # the line the literal ends on (where a trailing ``# noqa`` sits)
+    last_line: int = 0  # the line the literal ends on (where a trailing noqa comment sits)
 
     def span(self, start: int, end: int) -> tuple[int, int, int, int]:
         """File span (line, col, end_line, end_col; end exclusive) of text[start:end]."""
