@@ -55,6 +55,11 @@ class LintUsageError(click.ClickException):
     help="Read settings from FILE instead of the nearest pyproject.toml.",
 )
 @click.option("--no-cache", is_flag=True, help="Do not read or write the content-hash cache.")
+@click.option(
+    "--force-exclude",
+    is_flag=True,
+    help="Apply the configured exclude globs to files named on the command line too (for pre-commit).",
+)
 @click.option("--explain", metavar="CODE", default=None, help="Print the documentation of a rule and exit.")
 def lint_command(
     paths: tuple[Path, ...],
@@ -66,6 +71,7 @@ def lint_command(
     fail_on: str | None,
     config: Path | None,
     no_cache: bool,
+    force_exclude: bool,
     explain: str | None,
 ) -> None:
     """Find nondeterministic keys, sequences and values in Spark job code.
@@ -84,6 +90,7 @@ def lint_command(
         split_codes(select, "--select")
         split_codes(ignore, "--ignore")
         settings = resolve_settings(targets, config, keys, sequence, select, ignore, fail_on)
+        settings.force_exclude = force_exclude
         result = lint_paths(targets, settings, use_cache=not no_cache)
     except (ConfigError, PathError) as exc:
         raise LintUsageError(str(exc)) from exc

@@ -25,6 +25,7 @@ class Settings:
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     fail_on: str = "error"
+    force_exclude: bool = False
     root: Path = field(default_factory=Path.cwd)
     config_path: Path | None = None
 

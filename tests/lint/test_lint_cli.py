@@ -344,3 +344,10 @@ def test_the_repository_examples_lint_clean_with_its_own_config() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_force_exclude_applies_to_named_files(project: Path) -> None:
+    (project / "pyproject.toml").write_text("[tool.upsertsink.lint]\nexclude = ['jobs/bad*']\n")
+    doc = json.loads(run("jobs/bad.py", "jobs/warn.py", "--force-exclude", "--format", "json").output)
+    assert doc["files_checked"] == 1
+    assert {f["path"] for f in doc["findings"]} == {"jobs/warn.py"}
