@@ -293,6 +293,8 @@ class SparkBatch:
                 session.conf.set("spark.databricks.delta.write.txnAppId", app_id)
                 session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
             before = markers_version(path)
+            if not create:
+                df = self._changed_rows(df, path, plan)
             merge = DeltaTable.forPath(session, path).alias(TARGET).merge(df.alias(SOURCE), plan.on("spark"))
             if plan.deletes:
                 merge = merge.whenMatchedDelete(condition=plan.delete_condition("spark"))
@@ -321,6 +323,36 @@ class SparkBatch:
 
     def current_version(self, path: str) -> int | None:
         return markers_version(path)
+
+    def _changed_rows(self, df: Any, path: str, plan: MergePlan) -> Any:
+        """Drop source rows the MERGE would not apply: identical to the stored row, or not newer.
+
+        Delta's MERGE rewrites every file holding a matched key, even when the clause conditions leave the
+        row as it was; filtering first keeps unchanged rows (and the files holding them) untouched.
+        """
+        from pyspark.sql import functions as F
+
+        target = self.spark.read.format("delta").load(path)
+        cols = [c for c in plan.columns if c in target.columns and c in df.columns]
+        tgt = target.select(*[_col(c).alias(f"__t{i}") for i, c in enumerate(cols)])
+        idx = {c: i for i, c in enumerate(cols)}
+        on = [_col(k).eqNullSafe(F.col(f"__t{idx[k]}")) for k in plan.keys]
+        same = [_col(c).eqNullSafe(F.col(f"__t{idx[c]}")) for c in plan.value_columns if c in idx]
+        unchanged = F.lit(True)
+        for cond in same:
+            unchanged = unchanged & cond
+        stale = F.lit(False)
+        if plan.sequence is not None and plan.sequence in idx:
+            t_seq = F.col(f"__t{idx[plan.sequence]}")
+            stale = t_seq.isNotNull() & (_col(plan.sequence) <= t_seq)
+        noop = unchanged | stale
+        if plan.deletes:
+            # a delete is dropped only when it is not newer; its payload may well equal the stored row
+            noop = (~F.col(DELETE_FLAG) & noop) | (F.col(DELETE_FLAG) & stale)
+        cond = on[0]
+        for c in on[1:]:
+            cond = cond & c
+        return df.join(tgt, on=cond & noop, how="left_anti")
 
 
 def markers_version(path: str) -> int | None:
