@@ -288,6 +288,7 @@ class Write:
     expr: ast.AST | None = None
     sql: tuple[sqlmod.SqlPart, PosText] | None = None
     node: ast.AST | None = None
+    rename: bool = False  # expr is a Constant holding the old column name
 
 
 @dataclass
@@ -325,6 +326,7 @@ class ModuleAnalysis:
         self._by_column: dict[str, list[Write]] = {}
         self._fn_memo: dict[int, frozenset] = {}
         self._fn_scopes: dict[int, Scope] = {}
+        self.sql_udfs: dict[str, tuple[ast.AST, Scope]] = {}
 
     # ------------------------------------------------------------------ pass 1: collect
     def collect(self) -> None:
@@ -638,7 +640,10 @@ class ModuleAnalysis:
         if t is ast.Call:
             return self.call_taint(node, scope)
         if t is ast.Attribute:
-            return self.taint(node.value, scope)
+            out = self.taint(node.value, scope)
+            if type(node.value) is ast.Name and self.qualname(node.value, scope) is None:
+                out = out | self.column_taint(node.attr)  # df.col_name
+            return out
         if t is ast.Subscript:
             out = self.taint(node.value, scope) | self.taint(node.slice, scope)
             sl = node.slice
@@ -686,6 +691,8 @@ class ModuleAnalysis:
         return out
 
     def write_taint(self, w: Write | RowEffect) -> frozenset:
+        if isinstance(w, Write) and w.rename and isinstance(w.expr, ast.Constant):
+            return self.column_taint(str(w.expr.value))
         out = self.taint(w.expr, w.scope) if w.expr is not None else EMPTY
         if w.sql is not None:
             out = out | self.sql_taint(w.sql[0], w.sql[1], w.scope)
@@ -707,6 +714,10 @@ class ModuleAnalysis:
             node = text.holes.get(hole)
             if node is not None:
                 out |= self.taint(node, scope)
+        for name in part.calls:
+            registered = self.sql_udfs.get(name.lower())
+            if registered is not None:
+                out |= self._udf_taint(registered[0], registered[1], name)
         return frozenset(out)
 
     def may_tie(self, partition: tuple[str, ...], order: tuple[str, ...]) -> bool:
@@ -878,6 +889,12 @@ class ModuleAnalysis:
             else:
                 out = out | self._returns_taint(fn, fscope)
         for value in s.assigns.get(name, ()):
+            while (
+                type(value) is ast.Call
+                and type(value.func) is ast.Attribute
+                and value.func.attr in ("asNondeterministic", "withName")
+            ):
+                value = value.func.value
             if type(value) is ast.Call and self._is_udf_factory(value, s):
                 target = value.args[0] if value.args else None
                 if (
@@ -980,8 +997,16 @@ class ModuleAnalysis:
             return None
         return text
 
-    def _add_write(self, column: str, scope: Scope, expr: ast.AST | None = None, sql=None, node=None) -> None:
-        w = Write(column, scope, expr, sql, node)
+    def _add_write(
+        self,
+        column: str,
+        scope: Scope,
+        expr: ast.AST | None = None,
+        sql=None,
+        node=None,
+        rename: bool = False,
+    ) -> None:
+        w = Write(column, scope, expr, sql, node, rename)
         self.writes.append(w)
         self._by_column.setdefault(_norm(column), []).append(w)
 
@@ -1011,6 +1036,19 @@ class ModuleAnalysis:
             names = self.const_strings(args[0], scope)
             if names and not self._looked_only(call):
                 self._add_write(names[0], scope, args[1], node=call)
+        elif m == "withColumnRenamed" and len(args) >= 2:
+            old, new = self.const_strings(args[0], scope), self.const_strings(args[1], scope)
+            if old and new:
+                self._add_write(new[0], scope, ast.Constant(value=old[0]), node=call, rename=True)
+        elif (
+            m == "register"
+            and len(args) >= 2
+            and type(func.value) is ast.Attribute
+            and func.value.attr == "udf"
+        ):
+            names = self.const_strings(args[0], scope)
+            if names:
+                self.sql_udfs[names[0].lower()] = (args[1], scope)
         elif m == "withColumns" and args and type(args[0]) is ast.Dict:
             if not self._looked_only(call):
                 for k, v in zip(args[0].keys, args[0].values, strict=False):
@@ -1134,9 +1172,8 @@ class ModuleAnalysis:
             return
         if t is ast.Call and type(a.func) is ast.Attribute and a.func.attr in _ALIAS_METHODS and a.args:
             names = self.const_strings(a.args[0], scope)
-            if names:
-                self._add_write(names[0], scope, a, node=a)
-                return
+            self._add_write(names[0] if names else self.segment(a.args[0], 60), scope, a, node=a)
+            return
         if t is ast.Call and self.spark_name(self.qualname(a.func, scope)) in _NAME_ARG_FUNCS:
             return
         if (t is ast.Name or t is ast.Subscript or t is ast.Attribute) and not self.taint(a, scope):
@@ -1169,6 +1206,9 @@ class ModuleAnalysis:
                 if _norm(k) not in known:
                     known.add(_norm(k))
                     self.keys.append(k)
+            delete_when = self._kwarg(call, "delete_when")
+            if delete_when is not None:
+                self._condition_effect(delete_when, scope)
             seq_node = self._kwarg(call, "sequence_by", "sequence")
             for s in self.const_strings(seq_node, scope) or []:
                 if _norm(s) not in known_seq:

@@ -102,9 +102,13 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
             raise PathError(f"path does not exist: {given}")
         if given.is_file():
             rel_given = _rel(given.resolve(), root)
-            if settings.force_exclude and exclude is not None and rel_given is not None:
-                if exclude.match_file(rel_given):
-                    continue
+            if (
+                settings.force_exclude
+                and exclude is not None
+                and rel_given is not None
+                and exclude.match_file(rel_given)
+            ):
+                continue
             rp = given.resolve()
             if rp not in seen:
                 seen.add(rp)

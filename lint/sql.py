@@ -34,6 +34,7 @@ class SqlPart:
     sites: list[SqlSite] = field(default_factory=list)
     refs: set[str] = field(default_factory=set)
     holes: set[str] = field(default_factory=set)
+    calls: set[str] = field(default_factory=set)  # names of functions Spark does not know (UDFs)
 
 
 @dataclass
@@ -170,6 +171,8 @@ def _part(node, pos: _Positions) -> SqlPart:
         name = _name_of(sub)
         if name is None:
             continue
+        if isinstance(sub, exp.Anonymous):
+            part.calls.add(name)
         if name in SPARK_RANKING or name in SPARK_ORDERED_OK:
             window = sub.parent if isinstance(sub.parent, exp.Window) else None
             if window is not None:

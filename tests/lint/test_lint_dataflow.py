@@ -316,3 +316,45 @@ def test_random_seeded_generators() -> None:
     """
     got = summary(lint_code(code))
     assert got == [("ND002", 7, 5, "column", "b"), ("ND002", 9, 36, "column", "c")]
+
+
+def test_udf_registered_for_sql() -> None:
+    code = """
+    import uuid
+    def make_id(x):
+        return str(uuid.uuid4())
+    spark.udf.register("mk", make_id)
+    out = spark.sql("SELECT mk(name) AS id FROM t")
+    """
+    assert summary(lint_code(code, keys=("id",))) == [("ND010", 4, 16, "key", "id")]
+
+
+def test_renamed_and_attribute_columns_carry_taint() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    df2 = df.withColumn("tmp", F.rand()).withColumnRenamed("tmp", "id")
+    df3 = df2.select(df2.id.alias("key2"))
+    """
+    assert summary(lint_code(code, keys=("key2",))) == [("ND002", 3, 28, "key", "key2")]
+
+
+def test_udf_marked_nondeterministic_is_still_followed() -> None:
+    code = """
+    import time
+    from pyspark.sql.functions import udf
+    my = udf(lambda x: x + str(time.time()), "string").asNondeterministic()
+    out = df.withColumn("id", my("a"))
+    """
+    assert summary(lint_code(code, keys=("id",))) == [("ND010", 4, 28, "key", "id")]
+
+
+def test_upsertsink_delete_when_decides_rows() -> None:
+    code = """
+    from upsertsink import UpsertSink
+    import datetime
+    cut = datetime.date.today().isoformat()
+    UpsertSink("/t", "id", delete_when=f"event_date < '{cut}'").write(df)
+    """
+    findings = lint_code(code)
+    assert summary(findings) == [("ND001", 4, 7, "key", "id")]
+    assert "decides which rows are written" in findings[0].message
