@@ -174,6 +174,26 @@ _MERGE_MAP_METHODS = {
     "when_not_matched_insert": ("updates", 0),
     "when_not_matched_by_source_update": ("updates", 0),
 }
+# DataFrame methods between a row choice and a look-only action that do not write anything themselves.
+_PASS_THROUGH = {
+    "limit",
+    "select",
+    "orderBy",
+    "sort",
+    "withColumn",
+    "filter",
+    "where",
+    "drop",
+    "dropDuplicates",
+    "drop_duplicates",
+    "sample",
+    "alias",
+    "selectExpr",
+    "distinct",
+    "toDF",
+}
+# Functions that only show what they are given: ``display(df.limit(10))`` writes nothing.
+_LOOK_ONLY_FUNCTIONS = {"print", "display", "len", "repr", "pprint"}
 _MERGE_COND_KW = ("condition", "predicate", "merge_condition")
 _NOQA_RE = re.compile(
     "#" + r"\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_]+(?:[\s,]+[A-Za-z0-9_]+)*))?", re.IGNORECASE
@@ -313,6 +333,7 @@ class ModuleAnalysis:
         self.calls: list[tuple[ast.Call, Scope]] = []
         self.sub_writes: list[tuple[ast.Subscript, ast.AST, Scope]] = []
         self.chain_parent: dict[int, ast.Call] = {}
+        self.looked_args: set[int] = set()
         self.writes: list[Write] = []
         self.rows: list[RowEffect] = []
         self.sink_calls: list[tuple[ast.Call, Scope]] = []
@@ -360,6 +381,10 @@ class ModuleAnalysis:
             func = node.func
             if type(func) is ast.Attribute and type(func.value) is ast.Call:
                 self.chain_parent[id(func.value)] = node
+            if type(func) is ast.Name and func.id in _LOOK_ONLY_FUNCTIONS:
+                for a in node.args:
+                    if type(a) is ast.Call:
+                        self.looked_args.add(id(a))
         elif t is ast.Assign:
             for target in node.targets:
                 self._bind_target(target, node.value, scope)
@@ -953,8 +978,12 @@ class ModuleAnalysis:
 
     # ------------------------------------------------------------------ writes, row effects, keys
     def _looked_only(self, call: ast.Call) -> bool:
+        if id(call) in self.looked_args:
+            return True
         parent = self.chain_parent.get(id(call))
         while parent is not None:
+            if id(parent) in self.looked_args:
+                return True
             assert isinstance(parent.func, ast.Attribute)
             if parent.func.attr in LOOK_ONLY_ACTIONS:
                 return True
@@ -1098,7 +1127,7 @@ class ModuleAnalysis:
                 self.rows.append(RowEffect("sample", scope, own=own))
         elif m in DEDUP_METHODS:
             subset_node = args[0] if args else self._kwarg(call, "subset")
-            if subset_node is None or self._kwarg(call, "keep") is not None:
+            if subset_node is None or self._kwarg(call, "keep") is not None or self._looked_only(call):
                 return
             subset = self.const_strings(subset_node, scope)
             what = f"{m}() with a subset"

@@ -358,3 +358,13 @@ def test_upsertsink_delete_when_decides_rows() -> None:
     findings = lint_code(code)
     assert summary(findings) == [("ND001", 4, 7, "key", "id")]
     assert "decides which rows are written" in findings[0].message
+
+
+def test_display_and_print_are_look_only() -> None:
+    code = """
+    display(df.limit(10))
+    print(df.sample(0.5).limit(3).collect())
+    display(df.dropDuplicates(["id"]).select("id"))
+    kept = df.limit(10)
+    """
+    assert summary(lint_code(code, keys=("id",))) == [("ND008", 5, 11, "key", "id")]
