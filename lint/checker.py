@@ -61,9 +61,9 @@ _CONSEQUENCE = {
     "the same table (legal, but replays are no longer byte-for-byte repeatable)",
 }
 _ROWS_CONSEQUENCE = {
-    "key": "it decides which rows are written, so a replay writes a different set of keys than the first run",
-    "sequence": "it decides which duplicate row survives, so a replay can keep a row with a different sequence",
-    "column": "it decides which rows are written, so a replay writes different rows than the first run",
+    "key": "a replay writes a different set of rows, and so of keys, than the first run",
+    "sequence": "a replay can keep a different row of each group, with a different sequence value",
+    "column": "a replay writes different rows than the first run",
 }
 
 
