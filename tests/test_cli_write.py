@@ -1,0 +1,95 @@
+"""`upsertsink write` and `upsertsink status` through the installed console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import read_rows
+
+CLI = str(Path(sys.executable).with_name("upsertsink"))
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+
+
+@pytest.fixture
+def files(tmp_path):
+    pq.write_table(pa.table({"id": [1, 2], "name": ["a", "b"], "seq": [1, 1]}), tmp_path / "b0.parquet")
+    (tmp_path / "b1.csv").write_text("id,name,seq,op\n2,B,2,U\n3,c,2,I\n1,a,2,D\n")
+    folder = tmp_path / "b2"
+    folder.mkdir()
+    (folder / "part-1.json").write_text('{"id": 4, "name": "d", "seq": 3, "op": "I"}\n')
+    return tmp_path
+
+
+def test_write_parquet_csv_and_json_folder_with_json_output(files):
+    target = str(files / "t")
+    base = ["--target", target, "--key", "id", "--sequence-by", "seq", "--json"]
+    r0 = run("write", str(files / "b0.parquet"), *base, "--batch-id", "0")
+    assert r0.returncode == 0, r0.stderr
+    out = json.loads(r0.stdout)
+    assert (out["inserted"], out["skipped"], out["batch_id"]) == (2, False, 0)
+    r1 = run("write", str(files / "b1.csv"), *base, "--batch-id", "1", "--delete-when", "op = 'D'",
+             "--schema-evolution")
+    assert r1.returncode == 0, r1.stderr
+    assert {k: json.loads(r1.stdout)[k] for k in ("inserted", "updated", "deleted")} == {
+        "inserted": 1, "updated": 1, "deleted": 1}
+    r2 = run("write", str(files / "b2"), *base, "--batch-id", "2", "--delete-when", "op = 'D'")
+    assert r2.returncode == 0, r2.stderr
+    again = run("write", str(files / "b2"), *base, "--batch-id", "2", "--delete-when", "op = 'D'")
+    assert json.loads(again.stdout)["skipped"] is True
+    assert [r["id"] for r in read_rows(target)] == [2, 3, 4]
+
+
+def test_write_text_output_and_status(files):
+    target = str(files / "t")
+    r = run("write", str(files / "b0.parquet"), "--target", target, "--key", "id", "--batch-id", "7",
+            "--app-id", "nightly")
+    assert r.returncode == 0 and "2 inserted" in r.stdout
+    st = run("status", target, "--json")
+    info = json.loads(st.stdout)
+    assert info["version"] == 1 and info["batches"] == {"nightly": 7}
+    assert info["commits"][0]["inserted"] == 2 and info["commits"][0]["batch_id"] == 7
+    text = run("status", target)
+    assert text.returncode == 0 and "nightly" in text.stdout and "last batch id 7" in text.stdout
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--key", "nope"], "nope"),
+        (["--key", "id", "--delete-when", "op = 'D'"], "op"),
+        (["--key", "id", "--batch-id", "0", "--source", "missing.parquet"], "missing.parquet"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_and_exit_2(files, args, needle):
+    source = str(files / "b0.parquet")
+    if "--source" in args:
+        i = args.index("--source")
+        source = str(files / args[i + 1])
+        args = args[:i]
+    r = run("write", source, "--target", str(files / "t"), *args)
+    assert r.returncode == 2
+    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr
+    assert not (files / "t").exists()
+
+
+def test_status_of_a_non_delta_path_exits_2(tmp_path):
+    r = run("status", str(tmp_path))
+    assert r.returncode == 2 and "not a Delta table" in r.stderr
+
+
+def test_write_with_spark_engine(files):
+    target = str(files / "ts")
+    r = run("write", str(files / "b1.csv"), "--target", target, "--key", "id", "--engine", "spark",
+            "--batch-id", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["engine"] == "spark" and json.loads(r.stdout)["inserted"] == 3
