@@ -98,12 +98,14 @@ def in_process(corpus: Path, cache_root: Path) -> tuple[float, float, dict, dict
 
 
 def cli_run(corpus: Path, cwd: Path) -> float:
+    # an explicit, empty config in the scratch folder: the cache then lives there (a fresh one per repeat),
+    # not next to whatever pyproject.toml sits above the corpus
+    config = cwd / "pyproject.toml"
+    if not config.exists():
+        config.write_text("[tool.upsertsink.lint]\n", encoding="utf-8")
     exe = Path(sys.executable).parent / "upsertsink"
-    cmd = (
-        [str(exe), "lint", str(corpus), "--format", "json"]
-        if exe.exists()
-        else [sys.executable, "-m", "lint", str(corpus), "--format", "json"]
-    )
+    args = [str(corpus), "--format", "json", "--config", str(config)]
+    cmd = [str(exe), "lint", *args] if exe.exists() else [sys.executable, "-m", "lint", *args]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start

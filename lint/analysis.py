@@ -460,9 +460,16 @@ class ModuleAnalysis:
                 scope.bind(node.name, None)
         elif t is ast.Global or t is ast.Nonlocal:
             scope.globals.update(node.names)
-        for child in ast.iter_child_nodes(node):
-            if child.__class__ not in _LEAVES:
-                stack.append((child, scope))
+        for f in _child_fields(t):
+            v = getattr(node, f, None)
+            if v is None:
+                continue
+            if v.__class__ is list:
+                for x in v:
+                    if x.__class__ not in _LEAVES and isinstance(x, ast.AST):
+                        stack.append((x, scope))
+            elif v.__class__ not in _LEAVES and isinstance(v, ast.AST):
+                stack.append((v, scope))
 
     def _bind_target(self, target: ast.AST, value: ast.AST, scope: Scope) -> None:
         t = type(target)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 from lint.analysis import ModuleAnalysis, Src, noqa_codes
 from lint.rules import RULES
-from lint.sources import TRIGGER_RE
+from lint.sources import has_trigger
 
 FILE_NOQA = b"upsertsink: noqa"
 
@@ -106,7 +106,7 @@ def check_bytes(
     """Check the contents of one file. ``path`` is only used to label findings."""
     if FILE_NOQA in data:
         return FileResult([], False)
-    analyze = not prefilter or TRIGGER_RE.search(data) is not None
+    analyze = not prefilter or has_trigger(data)
     try:
         text = decode(data)
         with warnings.catch_warnings():

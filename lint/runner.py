@@ -284,6 +284,12 @@ def lint_paths(
         outputs: list[FileResult | None] = [None] * len(items)
         import multiprocessing
 
+        try:  # import the SQL parser once here, so that forked workers inherit it instead of each importing it
+            import sqlglot  # noqa: F401
+            from sqlglot.dialects.spark import Spark  # noqa: F401
+        except ImportError:
+            pass
+
         ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             for i, res in zip(order, pool.map(_work, [items[i] for i in order], chunksize=2), strict=True):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from lint.sources import SPARK_FUNCTIONS, SPARK_NO_ARG_ONLY, SPARK_ORDERED_OK, SPARK_RANKING, SQL_TRIGGER_RE
+from lint.sources import SPARK_FUNCTIONS, SPARK_NO_ARG_ONLY, SPARK_ORDERED_OK, SPARK_RANKING
 
 
 @dataclass(frozen=True)
@@ -331,8 +331,3 @@ def condition_keys(text: str) -> list[str]:
     except Exception:  # noqa: BLE001
         return []
     return _eq_columns(tree)
-
-
-def may_hold_sources(text: str) -> bool:
-    """Cheap check before parsing: does the text mention any catalogue function or clause at all?"""
-    return SQL_TRIGGER_RE.search(text) is not None
