@@ -235,9 +235,11 @@ def replay_check_command(
 
         job = load_job(target)
         progress("starting Spark")
+        from pyspark.sql import SparkSession
+
         from upsertsink.session import spark_session
 
-        spark = spark_session("upsertsink-replay-check", master)
+        spark = SparkSession.getActiveSession() or spark_session("upsertsink-replay-check", master)
         frames = {name: read_input(spark, path) for name, path in named.items()}
         result = replay_check(
             job, spark, list(keys), kwargs=frames, runs=runs, progress=progress, tolerance=tolerance
