@@ -263,6 +263,20 @@ def _child_fields(t: type) -> tuple[str, ...]:
     return fields
 
 
+def _push_children(node: ast.AST, scope: Scope, stack: list) -> None:
+    """Queue the child nodes of ``node`` that collect() must see (leaves such as names are skipped)."""
+    for f in _child_fields(node.__class__):
+        v = getattr(node, f, None)
+        if v is None:
+            continue
+        if v.__class__ is list:
+            for x in v:
+                if x.__class__ not in _LEAVES and isinstance(x, ast.AST):
+                    stack.append((x, scope))
+        elif v.__class__ not in _LEAVES and isinstance(v, ast.AST):
+            stack.append((v, scope))
+
+
 class Scope:
     """A function, lambda, class or module scope: its bindings and imports."""
 
@@ -354,24 +368,13 @@ class ModuleAnalysis:
         stack: list[tuple[ast.AST, Scope]] = [(stmt, self.module) for stmt in self.tree.body]
         visit = self._visit
         special = _SPECIAL
-        skip = _LEAVES
-        fields_of = _child_fields
+        push = _push_children
         while stack:
             node, scope = stack.pop()
-            t = node.__class__
-            if t in special:
+            if node.__class__ in special:
                 visit(node, scope, stack)
-                continue
-            for f in fields_of(t):
-                v = getattr(node, f, None)
-                if v is None:
-                    continue
-                if v.__class__ is list:
-                    for x in v:
-                        if x.__class__ not in skip and isinstance(x, ast.AST):
-                            stack.append((x, scope))
-                elif v.__class__ not in skip and isinstance(v, ast.AST):
-                    stack.append((v, scope))
+            else:
+                push(node, scope, stack)
         self.calls.sort(key=lambda cs: (cs[0].lineno, cs[0].col_offset))
 
     def _visit(self, node: ast.AST, scope: Scope, stack: list) -> None:
@@ -460,16 +463,7 @@ class ModuleAnalysis:
                 scope.bind(node.name, None)
         elif t is ast.Global or t is ast.Nonlocal:
             scope.globals.update(node.names)
-        for f in _child_fields(t):
-            v = getattr(node, f, None)
-            if v is None:
-                continue
-            if v.__class__ is list:
-                for x in v:
-                    if x.__class__ not in _LEAVES and isinstance(x, ast.AST):
-                        stack.append((x, scope))
-            elif v.__class__ not in _LEAVES and isinstance(v, ast.AST):
-                stack.append((v, scope))
+        _push_children(node, scope, stack)
 
     def _bind_target(self, target: ast.AST, value: ast.AST, scope: Scope) -> None:
         t = type(target)
