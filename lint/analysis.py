@@ -1274,7 +1274,7 @@ class ModuleAnalysis:
             self._condition_effect(cond, scope)
         keys_n = [_norm(k) for k in self.keys]
         seq_n = [_norm(s) for s in self.sequence]
-        reach: dict[Src, list[tuple[int, str, str, bool]]] = {}
+        reach: dict[Src, list[tuple[float, str, str, bool]]] = {}
         for col_n, writes in self._by_column.items():
             taint = self.column_taint(col_n)
             if not taint:
@@ -1301,25 +1301,26 @@ class ModuleAnalysis:
             best = entries[0]
             others = []
             for e in entries[1:]:
-                if e[2] != best[2] and e[2] not in others:
+                if not e[3] and e[2] != best[2] and e[2] not in others:
                     others.append(e[2])
             out.append((s, best[1], best[2], others, best[3]))
         out.sort(key=lambda x: (x[0].line, x[0].col, x[0].rule))
         return out
 
-    def _row_target(self, effect: RowEffect) -> tuple[int, str, str, bool]:
+    def _row_target(self, effect: RowEffect) -> tuple[float, str, str, bool]:
+        # a row choice ranks just after a direct reach of the same target: the direct one explains more
         if effect.kind == "dedup":
             subset = {_norm(c) for c in effect.subset or []}
             for s in self.sequence:
                 if _norm(s) not in subset:
-                    return (1, "sequence", s, True)
+                    return (1.5, "sequence", s, True)
             for k in self.keys:
                 if _norm(k) not in subset:
-                    return (0, "key", k, True)
-            return (2, "column", "*", True)
+                    return (0.5, "key", k, True)
+            return (2.5, "column", "*", True)
         if self.keys:
-            return (0, "key", self.keys[0], True)
-        return (2, "column", "*", True)
+            return (0.5, "key", self.keys[0], True)
+        return (2.5, "column", "*", True)
 
 
 def _norm(column: str) -> str:

@@ -5,7 +5,7 @@ from lint.rules.base import Invalid, Rule, Valid
 UDF = Rule(
     code="ND010",
     name="nondeterministic-udf",
-    verb="is returned by a Python UDF",
+    verb="makes the UDF's result nondeterministic",
     summary="A Python UDF (`@udf`, `F.udf(f)`, `pandas_udf`, `spark.udf.register`) whose return value uses a "
     "nondeterministic source; reported at the source inside the UDF, naming the column the UDF's result "
     "reaches.",
