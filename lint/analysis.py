@@ -192,6 +192,8 @@ _PASS_THROUGH = {
     "distinct",
     "toDF",
 }
+# Constructors that read the clock when given the string "now" or "today".
+_NOW_STRING_CALLS = {"pandas.Timestamp", "pandas.to_datetime", "numpy.datetime64"}
 # Functions that only show what they are given: ``display(df.limit(10))`` writes nothing.
 _LOOK_ONLY_FUNCTIONS = {"print", "display", "len", "repr", "pprint"}
 _MERGE_COND_KW = ("condition", "predicate", "merge_condition")
@@ -823,6 +825,14 @@ class ModuleAnalysis:
             rule = PYTHON_CALLS_ONE_ARG.get(q)
         if rule is not None:
             return self.src(rule, call)
+        if q in _NOW_STRING_CALLS and call.args:
+            first = call.args[0]
+            if (
+                type(first) is ast.Constant
+                and isinstance(first.value, str)
+                and first.value.lower() in ("now", "today")
+            ):
+                return self.src("ND001", call)
         mod, _, name = q.rpartition(".")
         if mod in PYTHON_MODULES:
             if name in PYTHON_RANDOM_NEUTRAL or mod in self.seeded:

@@ -60,8 +60,9 @@ def find_config(start: Path) -> Path | None:
         if candidate.is_file():
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                continue
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                # it may well hold our settings: better stop than lint with the wrong ones
+                raise ConfigError(f"cannot read {candidate}: {exc}") from exc
             if isinstance(data.get("tool", {}).get("upsertsink", {}).get("lint"), dict):
                 return candidate
     return None

@@ -82,6 +82,7 @@ def test_exit_codes_follow_fail_on(project: Path) -> None:
 def test_usage_errors_exit_2(project: Path, args: tuple[str, ...]) -> None:
     result = CliRunner().invoke(lint_command, list(args))
     assert result.exit_code == 2, result.output
+    assert result.stdout == ""  # errors go to stderr; stdout stays parseable
 
 
 def test_invalid_config_exits_2(project: Path) -> None:
@@ -351,3 +352,10 @@ def test_force_exclude_applies_to_named_files(project: Path) -> None:
     doc = json.loads(run("jobs/bad.py", "jobs/warn.py", "--force-exclude", "--format", "json").output)
     assert doc["files_checked"] == 1
     assert {f["path"] for f in doc["findings"]} == {"jobs/warn.py"}
+
+
+def test_broken_pyproject_on_the_way_up_exits_2(project: Path) -> None:
+    (project / "pyproject.toml").write_text("[tool.upsertsink.lint\n")
+    result = CliRunner().invoke(lint_command, ["jobs"])
+    assert result.exit_code == 2
+    assert result.stdout == "" and "pyproject.toml" in result.stderr

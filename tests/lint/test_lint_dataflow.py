@@ -368,3 +368,19 @@ def test_display_and_print_are_look_only() -> None:
     kept = df.limit(10)
     """
     assert summary(lint_code(code, keys=("id",))) == [("ND008", 5, 11, "key", "id")]
+
+
+def test_now_strings_and_python_clock_variants() -> None:
+    code = """
+    import pandas as pd
+    import numpy as np
+    from time import time
+    from datetime import datetime, timezone
+    pdf["a"] = pd.Timestamp("now")
+    pdf["b"] = np.datetime64("today")
+    pdf["c"] = time()
+    pdf["d"] = datetime.now(timezone.utc)
+    pdf["e"] = pd.Timestamp("2024-01-01")
+    """
+    got = [(rule, line, col) for rule, line, col, _, _ in summary(lint_code(code))]
+    assert got == [("ND001", 6, 12), ("ND001", 7, 12), ("ND001", 8, 12), ("ND001", 9, 12)]
