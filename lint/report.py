@@ -76,11 +76,14 @@ def render_sarif(findings: list[Finding], files_checked: int, root: Path | None 
             }
         )
     results = []
+    occurrence: dict[str, int] = {}
     for f in findings:
         uri = _uri(f.path, base)
-        fingerprint = hashlib.sha256(
-            "\0".join([uri, f.rule, str(f.column_name), f.message.split(";")[0]]).encode()
-        ).hexdigest()
+        # stable across edits that only move code: file, rule, column and the source expression, plus
+        # an occurrence counter; upload-sarif adds its own primaryLocationLineHash from the file contents
+        basis = "\0".join([uri, f.rule, str(f.column_name), f.message.split(";")[0]])
+        occurrence[basis] = occurrence.get(basis, 0) + 1
+        fingerprint = hashlib.sha256(basis.encode()).hexdigest()[:32]
         results.append(
             {
                 "ruleId": f.rule,
@@ -100,7 +103,7 @@ def render_sarif(findings: list[Finding], files_checked: int, root: Path | None 
                         }
                     }
                 ],
-                "partialFingerprints": {"primaryLocationLineHash": f"{fingerprint[:32]}:{f.line}"},
+                "partialFingerprints": {"upsertsinkFinding/v1": f"{fingerprint}:{occurrence[basis]}"},
                 "properties": {"target": f.target, "column_name": f.column_name},
             }
         )
