@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -291,10 +292,13 @@ def lint_paths(
             pass
 
         ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            for i, res in zip(order, pool.map(_work, [items[i] for i in order], chunksize=2), strict=True):
-                outputs[i] = res
-        result.stats.workers = workers
+        try:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                for i, res in zip(order, pool.map(_work, [items[i] for i in order], chunksize=2), strict=True):
+                    outputs[i] = res
+            result.stats.workers = workers
+        except (OSError, BrokenProcessPool):  # no process support here (sandbox, no /dev/shm): one process
+            outputs = [_work(item) for item in items]
     else:
         outputs = [_work(item) for item in items]
     for (shown, _data, digest), res in zip(todo, outputs, strict=True):
