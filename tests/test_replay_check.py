@@ -76,9 +76,9 @@ def test_partition_dependent_key_is_caught(spark, inputs, in_jobs_dir):
     assert [r["input_partitions"] for r in data["runs"]] == [None, 3]
 
 
-def test_order_dependent_value_is_caught_by_the_api(spark, inputs):
+def test_order_dependent_value_is_caught_by_the_api(spark, inputs, in_jobs_dir):
     orders = read_input(spark, str(inputs / "orders"))
-    result = replay_check(load_job("tests.jobs.replay_jobs:first_order"), spark, "customer", args=[orders])
+    result = replay_check(load_job("replay_jobs:first_order"), spark, "customer", args=[orders])
     assert not result.equal
     d = result.diffs[0]
     assert d.changed > 0 and d.changed_columns == {"order_id": d.changed}
