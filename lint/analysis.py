@@ -289,6 +289,7 @@ class Scope:
         "imports",
         "kind",
         "node",
+        "params",
         "parent",
         "returns",
         "star",
@@ -297,6 +298,7 @@ class Scope:
 
     def __init__(self, kind: str, parent: Scope | None, node: ast.AST | None) -> None:
         self.kind = kind
+        self.params: list[str] = []  # positional parameters in order, then keyword-only ones
         self.parent = parent
         self.node = node
         self.assigns: dict[str, list[ast.AST | None]] = {}
@@ -364,6 +366,7 @@ class ModuleAnalysis:
         self._fn_memo: dict[int, frozenset] = {}
         self._fn_scopes: dict[int, Scope] = {}
         self.sql_udfs: dict[str, tuple[ast.AST, Scope]] = {}
+        self._call_sites: dict[int, list[tuple[ast.Call, Scope]]] | None = None
 
     # ------------------------------------------------------------------ pass 1: collect
     def collect(self) -> None:
@@ -422,6 +425,7 @@ class ModuleAnalysis:
             for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
                 if arg is not None:
                     fscope.bind(arg.arg, None)
+            fscope.params = [arg.arg for arg in a.posonlyargs + a.args + a.kwonlyargs]
             if t is ast.Lambda:
                 fscope.returns.append(node.body)
                 stack.append((node.body, fscope))
@@ -698,6 +702,32 @@ class ModuleAnalysis:
         for value in s.assigns[name]:
             if value is not None:
                 out = out | self.taint(value, s)
+        if s.kind == "function" and name in s.params:
+            out = out | self.param_taint(s, name)
+        return out
+
+    def param_taint(self, fscope: Scope, name: str) -> frozenset:
+        """What the module's own calls of the function pass for parameter ``name``."""
+        if self._call_sites is None:
+            self._call_sites = {}
+            for call, scope in self.calls:
+                if type(call.func) is ast.Name:
+                    owner = self.lookup(call.func.id, scope)
+                    if owner is not None and call.func.id in owner.funcs:
+                        fn = owner.funcs[call.func.id][0]
+                        self._call_sites.setdefault(id(fn), []).append((call, scope))
+        node = fscope.node
+        if isinstance(node, ast.Lambda) or node is None:
+            return EMPTY
+        index = fscope.params.index(name)
+        n_positional = len(node.args.posonlyargs) + len(node.args.args)
+        out = EMPTY
+        for call, scope in self._call_sites.get(id(node), ()):
+            if index < n_positional and index < len(call.args) and type(call.args[index]) is not ast.Starred:
+                out = out | self.taint(call.args[index], scope)
+            for kw in call.keywords:
+                if kw.arg == name:
+                    out = out | self.taint(kw.value, scope)
         return out
 
     def column_taint(self, column: str) -> frozenset:

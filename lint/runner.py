@@ -294,7 +294,9 @@ def lint_paths(
         ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
         try:
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                for i, res in zip(order, pool.map(_work, [items[i] for i in order], chunksize=2), strict=True):
+                for i, res in zip(
+                    order, pool.map(_work, [items[i] for i in order], chunksize=2), strict=True
+                ):
                     outputs[i] = res
             result.stats.workers = workers
         except (OSError, BrokenProcessPool):  # no process support here (sandbox, no /dev/shm): one process

@@ -384,3 +384,17 @@ def test_now_strings_and_python_clock_variants() -> None:
     """
     got = [(rule, line, col) for rule, line, col, _, _ in summary(lint_code(code))]
     assert got == [("ND001", 6, 12), ("ND001", 7, 12), ("ND001", 8, 12), ("ND001", 9, 12)]
+
+
+def test_arguments_flow_into_helper_writes() -> None:
+    code = """
+    from datetime import datetime
+    from pyspark.sql import functions as F
+
+    def add_audit(df, ts, source="x"):
+        return df.withColumn("loaded_at", F.lit(ts)).withColumn("src", F.lit(source))
+
+    out = add_audit(raw, datetime.now())
+    out2 = add_audit(raw, ts="2024-01-01", source="fixed")
+    """
+    assert summary(lint_code(code)) == [("ND001", 8, 22, "column", "loaded_at")]
