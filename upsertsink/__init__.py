@@ -20,18 +20,18 @@ if TYPE_CHECKING:
     from upsertsink.sink import UpsertSink, WriteResult
 
 __all__ = [
-    "UpsertSink",
-    "WriteResult",
+    "ConcurrentWriteError",
     "DiffResult",
-    "diff",
-    "spark_session",
-    "UpsertSinkError",
-    "InvalidInputError",
-    "SchemaMismatchError",
     "DuplicateKeyError",
+    "InvalidInputError",
     "NotADeltaTableError",
     "ReplayDivergenceError",
-    "ConcurrentWriteError",
+    "SchemaMismatchError",
+    "UpsertSink",
+    "UpsertSinkError",
+    "WriteResult",
+    "diff",
+    "spark_session",
 ]
 
 _LAZY = {

@@ -64,7 +64,7 @@ def ensure() -> list[Path]:
             cmd = [mvn, "-q", "-B", "dependency:get", f"-Dartifact={coords}", "-Dtransitive=false"]
             if os.environ.get("UPSERTSINK_M2_REPO"):
                 cmd.append(f"-Dmaven.repo.local={m2_repository()}")
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
             if proc.returncode != 0 or not jar_path(group, artifact, ver).is_file():
                 raise RuntimeError(f"could not fetch {coords} with Maven:\n{proc.stdout}{proc.stderr}")
     return [jar_path(*a) for a in delta_artifacts()]

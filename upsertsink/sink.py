@@ -79,9 +79,8 @@ class UpsertSink:
         if sequence_by in self.keys:
             raise InvalidInputError(f"sequence_by {sequence_by!r} cannot also be a key column")
         self.sequence_by = sequence_by
-        if delete_when is not None:
-            if not isinstance(delete_when, str) or not delete_when.strip():
-                raise InvalidInputError(f"delete_when must be a SQL predicate string, got {delete_when!r}")
+        if delete_when is not None and (not isinstance(delete_when, str) or not delete_when.strip()):
+            raise InvalidInputError(f"delete_when must be a SQL predicate string, got {delete_when!r}")
         self.delete_when = delete_when
         self.app_id = app_id if app_id is not None else _default_app_id(target)
         if not isinstance(self.app_id, str) or not self.app_id:

@@ -224,6 +224,36 @@ def _unsupported(node: exp.Expression, text: str) -> InvalidInputError:
 # ---------------------------------------------------------------- the engine
 
 
+def record_tombstones(rows: pa.Table, spec: TombstoneSpec, storage_options: dict[str, str] | None) -> None:
+    """Upsert (key, sequence, deleted_at_us, batch_id) rows into the tombstone table, with deltalake.
+
+    Both engines use this: tombstones are few and small, and a delta-rs MERGE of them takes milliseconds.
+    Tombstones older than the retention are dropped in the same commit.
+    """
+    from deltalake import CommitProperties, DeltaTable
+
+    kcols = [tombstone_key(i) for i in range(len(spec.keys))]
+    if not DeltaTable.is_deltatable(spec.path, storage_options=storage_options):
+        schema = pa.schema([pa.field(f.name, f.type, nullable=True) for f in rows.schema])
+        DeltaTable.create(spec.path, schema, mode="ignore", storage_options=storage_options)
+    tomb = DeltaTable(spec.path, storage_options=storage_options)
+    plan = MergePlan(tuple(kcols), tuple(rows.column_names), TOMBSTONE_SEQUENCE)
+    merger = tomb.merge(
+        rows, plan.on("datafusion"), source_alias=SOURCE, target_alias=TARGET,
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": "upsertsink tombstones"}),
+    )
+    newer = f"{plan.ref(SOURCE, TOMBSTONE_SEQUENCE, 'datafusion')} > {plan.ref(TARGET, TOMBSTONE_SEQUENCE, 'datafusion')}"
+    merger = merger.when_matched_update(updates=plan.update_set("datafusion"), predicate=newer)
+    merger = merger.when_not_matched_insert(updates=plan.insert_values("datafusion"))
+    if spec.retention_us is not None:
+        cutoff = int(time.time() * 1_000_000) - spec.retention_us
+        # cutoff is an int computed here, never user data
+        merger = merger.when_not_matched_by_source_delete(
+            predicate=f"{plan.ref(TARGET, TOMBSTONE_DELETED_AT, 'datafusion')} < {int(cutoff)}"
+        )
+    merger.execute()
+
+
 class EmbeddedBatch:
     """One batch on the deltalake engine."""
 
@@ -331,38 +361,13 @@ class EmbeddedBatch:
         prepared.data = table
         deletes = table.filter(table[DELETE_FLAG])
         if deletes.num_rows:
-            self._record_tombstones(deletes, spec, kcols)
+            now_us = int(time.time() * 1_000_000)
+            rows = deletes.select(list(spec.keys)).rename_columns(kcols)
+            rows = rows.append_column(TOMBSTONE_SEQUENCE, deletes[spec.sequence])
+            rows = rows.append_column(TOMBSTONE_DELETED_AT, pa.array([now_us] * deletes.num_rows, pa.int64()))
+            rows = rows.append_column(TOMBSTONE_BATCH, pa.array([spec.batch_id] * deletes.num_rows, pa.int64()))
+            record_tombstones(rows, spec, self.storage_options)
         return dropped
-
-    def _record_tombstones(self, deletes: pa.Table, spec: TombstoneSpec, kcols: list[str]) -> None:
-        from deltalake import CommitProperties, DeltaTable
-
-        now_us = int(time.time() * 1_000_000)
-        rows = deletes.select(list(spec.keys)).rename_columns(kcols)
-        rows = rows.append_column(TOMBSTONE_SEQUENCE, deletes[spec.sequence])
-        rows = rows.append_column(TOMBSTONE_DELETED_AT, pa.array([now_us] * deletes.num_rows, pa.int64()))
-        rows = rows.append_column(TOMBSTONE_BATCH, pa.array([spec.batch_id] * deletes.num_rows, pa.int64()))
-        if not DeltaTable.is_deltatable(spec.path, storage_options=self.storage_options):
-            schema = pa.schema([pa.field(f.name, f.type, nullable=True) for f in rows.schema])
-            DeltaTable.create(spec.path, schema, mode="ignore", storage_options=self.storage_options)
-        tomb = DeltaTable(spec.path, storage_options=self.storage_options)
-        plan = MergePlan(tuple(kcols), tuple(rows.column_names), TOMBSTONE_SEQUENCE)
-        merger = tomb.merge(
-            rows, plan.on("datafusion"), source_alias=SOURCE, target_alias=TARGET,
-            commit_properties=CommitProperties(custom_metadata={"userMetadata": "upsertsink tombstones"}),
-        )
-        merger = merger.when_matched_update(
-            updates=plan.update_set("datafusion"),
-            predicate=f"{plan.ref(SOURCE, TOMBSTONE_SEQUENCE, 'datafusion')} > "
-            f"{plan.ref(TARGET, TOMBSTONE_SEQUENCE, 'datafusion')}",
-        ).when_not_matched_insert(updates=plan.insert_values("datafusion"))
-        if spec.retention_us is not None:
-            cutoff = now_us - spec.retention_us
-            # cutoff is an int computed here, never user data
-            merger = merger.when_not_matched_by_source_delete(
-                predicate=f"{plan.ref(TARGET, TOMBSTONE_DELETED_AT, 'datafusion')} < {int(cutoff)}"
-            )
-        merger.execute()
 
     # -------------------------------------------------------------- commit
 
@@ -378,7 +383,7 @@ class EmbeddedBatch:
         partition_by: list[str] | None,
         new_columns: list[B.Column],
     ) -> CommitOutcome:
-        from deltalake import CommitProperties, DeltaTable, Field, Schema, Transaction
+        from deltalake import CommitProperties, DeltaTable, Schema, Transaction
         from deltalake.exceptions import CommitFailedError, DeltaError
 
         data: pa.Table = prepared.data

@@ -29,7 +29,7 @@ from upsertsink.engines.base import (
     TombstoneSpec,
     tombstone_key,
 )
-from upsertsink.engines.embedded import check_not_other
+from upsertsink.engines.embedded import check_not_other, record_tombstones
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Fingerprint
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
@@ -225,32 +225,10 @@ class SparkBatch:
             F.lit(int(time.time() * 1_000_000)).cast("bigint").alias(TOMBSTONE_DELETED_AT),
             F.lit(spec.batch_id).cast("bigint").alias(TOMBSTONE_BATCH),
         )
-        if not deletes.isEmpty():
-            self._record_tombstones(deletes, spec, kcols)
+        rows = deletes.toArrow()
+        if rows.num_rows:
+            record_tombstones(rows, spec, None)
         return dropped
-
-    def _record_tombstones(self, deletes: Any, spec: TombstoneSpec, kcols: list[str]) -> None:
-        from delta.tables import DeltaTable
-        from pyspark.sql.types import StructField, StructType
-
-        session = self.spark.newSession()
-        schema = StructType([StructField(f.name, f.dataType, True) for f in deletes.schema])
-        DeltaTable.createIfNotExists(session).location(spec.path).addColumns(schema).execute()
-        session.conf.set("spark.databricks.delta.commitInfo.userMetadata", "upsertsink tombstones")
-        plan = MergePlan(tuple(kcols), tuple(deletes.columns), TOMBSTONE_SEQUENCE)
-        newer = f"{plan.ref(SOURCE, TOMBSTONE_SEQUENCE, 'spark')} > {plan.ref(TARGET, TOMBSTONE_SEQUENCE, 'spark')}"
-        merge = (
-            DeltaTable.forPath(session, spec.path).alias(TARGET).merge(deletes.alias(SOURCE), plan.on("spark"))
-            .whenMatchedUpdate(condition=newer, set=plan.update_set("spark"))
-            .whenNotMatchedInsert(values=plan.insert_values("spark"))
-        )
-        if spec.retention_us is not None:
-            cutoff = int(time.time() * 1_000_000) - spec.retention_us
-            # cutoff is an int computed here, never user data
-            merge = merge.whenNotMatchedBySourceDelete(
-                condition=f"{plan.ref(TARGET, TOMBSTONE_DELETED_AT, 'spark')} < {int(cutoff)}"
-            )
-        merge.execute()
 
     # -------------------------------------------------------------- commit
 
