@@ -9,8 +9,10 @@ the file through :class:`lint.strings.PosText`.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from lint.sources import SPARK_FUNCTIONS, SPARK_NO_ARG_ONLY, SPARK_ORDERED_OK, SPARK_RANKING
 
@@ -100,7 +102,11 @@ def _name_of(node) -> str | None:
     return None
 
 
-def column_name(node) -> str:
+# sqlglot reports unsupported constructs through logging; the linter's output must stay its own.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+
+def column_name(node: Any) -> str:
     """The unqualified column name of a Column node (``t.id`` -> ``id``)."""
     return str(node.name)
 
