@@ -259,6 +259,8 @@ def _merge(merge, pos: _Positions, result: SqlResult) -> None:
     exp = _exp()
     on = merge.args.get("on")
     result.merge_keys.extend(_eq_columns(on))
+    for sel in merge.find_all(exp.Select):  # USING (SELECT ...): its columns feed the merge
+        _select(sel, pos, result)
     result.rows.append(("merge", _part(on, pos)))
     whens = merge.args.get("whens")
     for when in whens.expressions if whens is not None else []:

@@ -398,3 +398,25 @@ def test_arguments_flow_into_helper_writes() -> None:
     out2 = add_audit(raw, ts="2024-01-01", source="fixed")
     """
     assert summary(lint_code(code)) == [("ND001", 8, 22, "column", "loaded_at")]
+
+
+def test_sql_merge_statement_keys_using_subquery_and_set() -> None:
+    code = '''
+    spark.sql("""
+    MERGE INTO tgt t USING (SELECT *, uuid() AS id FROM src) s
+    ON t.id = s.id
+    WHEN MATCHED THEN UPDATE SET t.seen = current_timestamp()
+    WHEN NOT MATCHED THEN INSERT *
+    """)
+    '''
+    assert summary(lint_code(code)) == [("ND003", 3, 35, "key", "id"), ("ND001", 5, 39, "column", "seen")]
+
+
+def test_column_merge_condition_gives_keys() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    from delta.tables import DeltaTable
+    src = df.withColumn("id", F.rand())
+    DeltaTable.forPath(spark, p).alias("t").merge(src.alias("s"), F.col("t.id") == F.col("s.id")).execute()
+    """
+    assert summary(lint_code(code)) == [("ND002", 4, 27, "key", "id")]
