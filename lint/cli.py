@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -91,7 +93,8 @@ def lint_command(
         split_codes(ignore, "--ignore")
         settings = resolve_settings(targets, config, keys, sequence, select, ignore, fail_on)
         settings.force_exclude = force_exclude
-        result = lint_paths(targets, settings, use_cache=not no_cache)
+        with _progress_bar() as progress:
+            result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress)
     except (ConfigError, PathError) as exc:
         raise LintUsageError(str(exc)) from exc
     sys.stdout.write(render(fmt, result.findings, result.stats.files_checked, settings.root))
@@ -99,6 +102,28 @@ def lint_command(
     failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
     if any(f.severity in failing for f in result.findings):
         sys.exit(1)
+
+
+@contextlib.contextmanager
+def _progress_bar() -> Iterator[Callable[[int, int], None] | None]:
+    """A rich progress bar on stderr when it is a terminal and there is enough work; otherwise nothing."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True, console=None) as bar:
+        task = None
+
+        def update(done: int, total: int) -> None:
+            nonlocal task
+            if total < 50:
+                return
+            if task is None:
+                task = bar.add_task("linting", total=total)
+            bar.update(task, completed=done)
+
+        yield update
 
 
 def main() -> None:

@@ -7,11 +7,13 @@ only the rest is parsed (stdlib ``ast``) and analyzed, spread over all cores.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -251,10 +253,45 @@ def _work(item: tuple[str, bytes, list[str], list[str]]) -> FileResult:
         return FileResult([_parse_error(path, 1, 1, f"internal error {exc.__class__.__name__}: {exc}")], True)
 
 
+def _serial(items: list, progress: Callable[[int, int], None]) -> list[FileResult | None]:
+    out: list[FileResult | None] = []
+    for item in items:
+        out.append(_work(item))
+        progress(len(out), len(items))
+    return out
+
+
 def lint_paths(
-    paths: list[Path], settings: Settings, use_cache: bool = True, jobs: int | None = None
+    paths: list[Path],
+    settings: Settings,
+    use_cache: bool = True,
+    jobs: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RunResult:
-    """Lint files and folders; findings are filtered by select/ignore but not by severity."""
+    """Lint files and folders; findings are filtered by select/ignore but not by severity.
+
+    ``progress(done, total)`` is called as files needing analysis are finished (for a progress bar).
+    """
+    enabled = gc.isenabled()
+    gc.disable()  # ASTs are large acyclic object graphs: collection passes would only cost time
+    try:
+        return _lint_paths(paths, settings, use_cache, jobs, progress or _no_progress)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _no_progress(done: int, total: int) -> None:
+    return None
+
+
+def _lint_paths(
+    paths: list[Path],
+    settings: Settings,
+    use_cache: bool,
+    jobs: int | None,
+    progress: Callable[[int, int], None],
+) -> RunResult:
     files = discover(paths, settings)
     result = RunResult()
     result.stats.files_checked = len(files)
@@ -294,15 +331,16 @@ def lint_paths(
         ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
         try:
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                for i, res in zip(
-                    order, pool.map(_work, [items[i] for i in order], chunksize=2), strict=True
+                for done, (i, res) in enumerate(
+                    zip(order, pool.map(_work, [items[i] for i in order], chunksize=2), strict=True), 1
                 ):
                     outputs[i] = res
+                    progress(done, len(items))
             result.stats.workers = workers
         except (OSError, BrokenProcessPool):  # no process support here (sandbox, no /dev/shm): one process
-            outputs = [_work(item) for item in items]
+            outputs = _serial(items, progress)
     else:
-        outputs = [_work(item) for item in items]
+        outputs = _serial(items, progress)
     for (shown, _data, digest), res in zip(todo, outputs, strict=True):
         assert res is not None
         if res.parsed:

@@ -79,3 +79,11 @@ def test_parallel_and_serial_runs_agree(tmp_path: Path, settings: Settings) -> N
     parallel = lint_paths([tmp_path], settings, use_cache=False, jobs=2)
     assert parallel.stats.workers == 2 and serial.stats.workers == 1
     assert parallel.findings == serial.findings and len(serial.findings) == 12
+
+
+def test_progress_callback_reports_every_analyzed_file(tmp_path: Path, settings: Settings) -> None:
+    for i in range(4):
+        (tmp_path / f"job{i}.py").write_text(JOB)
+    seen: list[tuple[int, int]] = []
+    lint_paths([tmp_path], settings, use_cache=False, jobs=1, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
