@@ -82,11 +82,13 @@ def last_batch_id(path: str, app_id: str, storage_options: dict[str, str] | None
     return _open(path, storage_options).transaction_version(app_id)
 
 
-def committed_fingerprint(
-    path: str, app_id: str, batch_id: int, storage_options: dict[str, str] | None = None
-) -> Fingerprint | None:
+def open_table(path: str, storage_options: dict[str, str] | None = None):
+    """The deltalake DeltaTable at path, or None when there is no Delta table there."""
+    return _open(path, storage_options) if table_exists(path, storage_options) else None
+
+
+def committed_fingerprint(table, app_id: str, batch_id: int) -> Fingerprint | None:
     """The fingerprint recorded with batch_id for app_id, searching recent history; None if not found."""
-    table = _open(path, storage_options)
     for commit in table.history(HISTORY_SEARCH_LIMIT):
         meta = decode_metadata(commit)
         if meta and meta.get("app_id") == app_id and meta.get("batch_id") == batch_id:

@@ -191,11 +191,12 @@ class UpsertSink:
         """A WriteResult(skipped=True) when batch_id is already committed; raises on a divergent replay."""
         if batch_id is None:
             return None
-        last = markers.last_batch_id(self.target, self.app_id, self.storage_options)
+        table = markers.open_table(self.target, self.storage_options)  # opened once for all questions
+        last = None if table is None else table.transaction_version(self.app_id)
         if last is None or batch_id > last:
             return None
         if batch_id == last:
-            recorded = markers.committed_fingerprint(self.target, self.app_id, batch_id, self.storage_options)
+            recorded = markers.committed_fingerprint(table, self.app_id, batch_id)
             if recorded is None:
                 log.warning("batch %s of %s has no recorded fingerprint; skipped unchecked", batch_id, self.app_id)
             else:
@@ -215,6 +216,6 @@ class UpsertSink:
                     )
         log.info("batch %s already committed for %s (last %s): skipped", batch_id, self.app_id, last)
         return WriteResult(
-            version=engine.current_version(self.target), skipped=True, inserted=0, updated=0, deleted=0,
+            version=table.version(), skipped=True, inserted=0, updated=0, deleted=0,
             batch_id=batch_id, app_id=self.app_id, engine=engine.engine,
         )

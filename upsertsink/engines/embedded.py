@@ -30,7 +30,7 @@ from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan
 
 log = logging.getLogger(__name__)
 
-ALGORITHM = "arrow-pandas-hash64-v1"
+ALGORITHM = "arrow-pandas-hash64-v2"
 
 
 class RetryableConflict(Exception):
@@ -113,19 +113,41 @@ def target_schema(path: str, storage_options: dict[str, str] | None) -> pa.Schem
 # ---------------------------------------------------------------- row hashes and the fingerprint
 
 
-def row_hashes(table: pa.Table) -> np.ndarray:
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def column_hash(col: pa.ChunkedArray) -> np.ndarray:
+    """A 64-bit hash per value of one column (pandas' hash_array on the Arrow data)."""
+    if pa.types.is_nested(col.type) or pa.types.is_dictionary(col.type):
+        values = np.asarray([json.dumps(v, sort_keys=True, default=str) for v in col.to_pylist()], dtype=object)
+        return pd.util.hash_array(values)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(col.type):
+        # Arrow's C++ hash table finds the distinct values; only those are hashed in Python-land.
+        encoded = pc.dictionary_encode(col).combine_chunks()
+        distinct = encoded.dictionary.to_numpy(zero_copy_only=False).astype(object)
+        table_hashes = np.append(pd.util.hash_array(distinct, categorize=False), np.uint64(0x5BD1E995))
+        idx = pc.fill_null(encoded.indices, len(distinct)).to_numpy()
+        return table_hashes[idx]
+    return pd.util.hash_array(col.to_pandas().to_numpy())
+
+
+def combine(hashes: list[np.ndarray], rows: int) -> np.ndarray:
+    """Combine per-column hashes into one per row (order matters; callers pass a fixed column order)."""
+    out = np.zeros(rows, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for h in hashes:
+            out = (out ^ h) * _MIX + np.uint64(1)
+    return out
+
+
+def row_hashes(table: pa.Table, cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
     """A 64-bit hash per row over every column, in sorted column-name order."""
+    cache = {} if cache is None else cache
     names = sorted(table.column_names)
-    frame = {}
     for name in names:
-        col = table[name]
-        if pa.types.is_nested(col.type) or pa.types.is_dictionary(col.type):
-            frame[name] = pd.Series([json.dumps(v, sort_keys=True, default=str) for v in col.to_pylist()])
-        else:
-            frame[name] = col.to_pandas()
-    if not names:
-        return np.zeros(table.num_rows, dtype=np.uint64)
-    return pd.util.hash_pandas_object(pd.DataFrame(frame), index=False).to_numpy(dtype=np.uint64)
+        if name not in cache:
+            cache[name] = column_hash(table[name])
+    return combine([cache[n] for n in names], table.num_rows)
 
 
 def fingerprint_from_hashes(table: pa.Table, hashes: np.ndarray) -> Fingerprint:
@@ -299,9 +321,12 @@ class EmbeddedBatch:
                 raise B.null_error(k, table[k].null_count, "key")
         if sequence is not None and table[sequence].null_count:
             raise B.null_error(sequence, table[sequence].null_count, "sequence_by")
-        hashes = row_hashes(table)
+        column_hashes: dict[str, np.ndarray] = {}
+        hashes = row_hashes(table, column_hashes)
         fp = fingerprint_from_hashes(table, hashes)
-        table = self._resolve_duplicates(table, keys, sequence, hashes)
+        key_hashes = combine([column_hashes[k] for k in keys], table.num_rows)
+        if len(np.unique(key_hashes)) != table.num_rows:  # distinct key hashes prove distinct keys
+            table = self._resolve_duplicates(table, keys, sequence, hashes)
         if delete_tree is not None:
             flag = evaluate_predicate(delete_tree, table, delete_text)
             table = table.append_column(pa.field(DELETE_FLAG, pa.bool_()), flag)
@@ -440,7 +465,3 @@ class EmbeddedBatch:
             updated=int(metrics.get("num_target_rows_updated", 0)),
             deleted=int(metrics.get("num_target_rows_deleted", 0)),
         )
-
-    def current_version(self, path: str) -> int | None:
-        table = open_table(path, self.storage_options)
-        return None if table is None else table.version()

@@ -299,9 +299,6 @@ class SparkBatch:
             deleted=int(metrics["num_deleted_rows"] or 0),
         )
 
-    def current_version(self, path: str) -> int | None:
-        return markers_version(path)
-
     def _changed_rows(self, df: Any, path: str, plan: MergePlan) -> Any:
         """Drop source rows the MERGE would not apply: identical to the stored row, or not newer.
 

@@ -1,0 +1,175 @@
+"""UpsertSink against a hand-written MERGE of the same batch on the same table, both engines, one run.
+
+A 200k-row batch (half updates of existing keys, half new keys) into a 1M-row Delta table. Every trial
+starts from a fresh copy of the same base table; raw and sink trials alternate; the median is reported.
+Also measured: replaying the committed batch (the sink recognises its batch id and skips it).
+
+    .venv/bin/python bench/bench_sink.py [--rows 1000000] [--batch 200000] [--repeat 3] [--engines spark,embedded]
+
+Prints a table and writes bench/results/sink.json. Targets: sink <= 1.15x raw; replay <= 5% of the write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+RESULTS = Path(__file__).resolve().parent / "results" / "sink.json"
+
+
+def make_table(start: int, count: int, seq: int, tag: str) -> pa.Table:
+    ids = np.arange(start, start + count, dtype=np.int64)
+    return pa.table({
+        "id": ids,
+        "customer": pa.array([f"{tag}-{i % 5000}" for i in ids]),
+        "amount": (ids % 1000).astype(np.float64) * (1.5 if tag == "new" else 1.0),
+        "status": pa.array(["shipped" if tag == "new" else "created"] * count),
+        "seq": np.full(count, seq, dtype=np.int64),
+    })
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem, 1), "python": platform.python_version()}
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def bench_embedded(work: Path, base: pa.Table, batch: pa.Table, repeat: int) -> dict:
+    from deltalake import DeltaTable, write_deltalake
+
+    from upsertsink import UpsertSink
+
+    seed = work / "emb_base"
+    write_deltalake(str(seed), base)
+
+    def fresh(name: str) -> str:
+        dst = work / name
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(seed, dst)
+        return str(dst)
+
+    def raw() -> None:
+        path = fresh("emb_raw")
+        (DeltaTable(path).merge(batch, 't."id" = s."id"', source_alias="s", target_alias="t")
+         .when_matched_update_all(predicate='s."seq" > t."seq"').when_not_matched_insert_all().execute())
+
+    sink_times, raw_times, replay_times = [], [], []
+    for _ in range(repeat):
+        raw_times.append(timed(raw))
+        path = fresh("emb_sink")
+        sink = UpsertSink(path, "id", sequence_by="seq", app_id="bench")
+        sink_times.append(timed(lambda: sink.write(batch, batch_id=0)))
+        replay_times.append(timed(lambda: sink.write(batch, batch_id=0)))
+    return summarize("embedded", raw_times, sink_times, replay_times)
+
+
+def bench_spark(work: Path, base: pa.Table, batch: pa.Table, repeat: int) -> dict:
+    from delta.tables import DeltaTable
+
+    from upsertsink import UpsertSink, spark_session
+
+    spark = spark_session("bench-sink", "local[2]")
+    seed = work / "spark_base"
+    pq.write_table(base, work / "base.parquet")
+    spark.read.parquet(str(work / "base.parquet")).write.format("delta").save(str(seed))
+    pq.write_table(batch, work / "batch.parquet")
+
+    def fresh(name: str) -> str:
+        dst = work / name
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(seed, dst)
+        return str(dst)
+
+    def source():
+        return spark.read.parquet(str(work / "batch.parquet"))
+
+    cols = ["id", "customer", "amount", "status", "seq"]
+
+    def raw() -> None:
+        path = fresh("spark_raw")
+        (DeltaTable.forPath(spark, path).alias("t").merge(source().alias("s"), "t.id = s.id")
+         .whenMatchedUpdate(condition="s.seq > t.seq", set={c: f"s.{c}" for c in cols if c != "id"})
+         .whenNotMatchedInsertAll().execute())
+
+    raw()  # warm-up: JIT and Delta's first-use costs go to neither side
+    sink_times, raw_times, replay_times = [], [], []
+    for _ in range(repeat):
+        raw_times.append(timed(raw))
+        path = fresh("spark_sink")
+        sink = UpsertSink(path, "id", sequence_by="seq", app_id="bench")
+        sink_times.append(timed(lambda: sink.write(source(), batch_id=0)))
+        replay_times.append(timed(lambda: sink.write(source(), batch_id=0)))
+    spark.stop()
+    return summarize("spark", raw_times, sink_times, replay_times)
+
+
+def summarize(engine: str, raw: list[float], sink: list[float], replay: list[float]) -> dict:
+    r, s, p = statistics.median(raw), statistics.median(sink), statistics.median(replay)
+    return {
+        "engine": engine, "raw_merge_s": round(r, 3), "sink_write_s": round(s, 3), "replay_s": round(p, 3),
+        "sink_over_raw": round(s / r, 3), "replay_over_write": round(p / s, 4),
+        "samples": {"raw": [round(x, 3) for x in raw], "sink": [round(x, 3) for x in sink],
+                    "replay": [round(x, 3) for x in replay]},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--batch", type=int, default=200_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--engines", default="embedded,spark")
+    args = ap.parse_args()
+
+    base = make_table(0, args.rows, 1, "old")
+    half = args.batch // 2
+    batch = make_table(args.rows - half, args.batch, 2, "new")  # half existing keys, half new ones
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-sink-") as tmp:
+        for engine in args.engines.split(","):
+            fn = bench_embedded if engine == "embedded" else bench_spark
+            results.append(fn(Path(tmp), base, batch, args.repeat))
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("engine", "raw MERGE s", "sink s", "sink/raw (<=1.15)", "replay s", "replay/write (<=0.05)")
+    for r in results:
+        table.add_row(r["engine"], f"{r['raw_merge_s']:.2f}", f"{r['sink_write_s']:.2f}", f"{r['sink_over_raw']:.2f}",
+                      f"{r['replay_s']:.3f}", f"{r['replay_over_write']:.3f}")
+    Console().print(table)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({
+        "benchmark": "sink", "table_rows": args.rows, "batch_rows": args.batch, "repeat": args.repeat,
+        "machine": machine(), "results": results,
+    }, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
