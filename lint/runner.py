@@ -242,9 +242,15 @@ class Cache:
             pass  # a read-only checkout still lints, just without a cache
 
 
+_WORK_DONE = [0]
+
+
 def _work(item: tuple[str, bytes, list[str], list[str]]) -> FileResult:
     path, data, keys, sequence = item
     main_guard()
+    _WORK_DONE[0] += 1
+    if _WORK_DONE[0] % 256 == 0:
+        gc.collect()  # the collector is paused during runs; sweep the rare cycles (tracebacks) now and then
     try:
         return check_bytes(path, data, keys, sequence)
     except Exception as exc:  # noqa: BLE001 - one file must never take the run down
