@@ -327,6 +327,7 @@ class Write:
     sql: tuple[sqlmod.SqlPart, PosText] | None = None
     node: ast.AST | None = None
     rename: bool = False  # expr is a Constant holding the old column name
+    own: Src | None = None  # a source the write itself introduces (``agg({"v": "first"})``)
 
 
 @dataclass
@@ -754,7 +755,7 @@ class ModuleAnalysis:
         out = self.taint(w.expr, w.scope) if w.expr is not None else EMPTY
         if w.sql is not None:
             out = out | self.sql_taint(w.sql[0], w.sql[1], w.scope)
-        if isinstance(w, RowEffect) and w.own is not None:
+        if w.own is not None:
             out = out | {w.own}
         return out
 
@@ -1234,7 +1235,19 @@ class ModuleAnalysis:
 
     def _select_item(self, a: ast.AST, scope: Scope) -> None:
         t = type(a)
-        if t is ast.Constant or t is ast.Starred or t is ast.Dict:
+        if t is ast.Dict:  # agg({"col": "first"}): Spark names the result "first(col)"
+            for k, v in zip(a.keys, a.values, strict=False):
+                names = self.const_strings(k, scope) if k is not None else None
+                if not names or type(v) is not ast.Constant or not isinstance(v.value, str):
+                    continue
+                rule = SPARK_FUNCTIONS.get(v.value.lower())
+                if rule is not None and rule == "ND005":
+                    own = self.src(rule, v, what=f"agg({{{names[0]!r}: {v.value!r}}})")
+                    w = Write(f"{v.value.lower()}({names[0]})", scope, None, None, a, own=own)
+                    self.writes.append(w)
+                    self._by_column.setdefault(_norm(w.column), []).append(w)
+            return
+        if t is ast.Constant or t is ast.Starred:
             return
         if t is ast.List or t is ast.Tuple:
             for e in a.elts:

@@ -420,3 +420,11 @@ def test_column_merge_condition_gives_keys() -> None:
     DeltaTable.forPath(spark, p).alias("t").merge(src.alias("s"), F.col("t.id") == F.col("s.id")).execute()
     """
     assert summary(lint_code(code)) == [("ND002", 4, 27, "key", "id")]
+
+
+def test_dict_aggregation_with_order_dependent_function() -> None:
+    code = """
+    out = df.groupBy("k").agg({"v": "first", "w": "max"})
+    """
+    findings = lint_code(code)
+    assert summary(findings) == [("ND005", 2, 33, "column", "first(v)")]
