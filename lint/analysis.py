@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from lint import sql as sqlmod
 from lint.sources import (
@@ -53,13 +53,6 @@ class Src:
     what: str
     via: str = ""
     alt_line: int = 0  # a second line where a noqa comment is honoured (end of a multi-line SQL string)
-
-
-@dataclass
-class Reach:
-    """Where a source ends up: (priority, target, column name)."""
-
-    targets: list[tuple[int, str, str]] = field(default_factory=list)
 
 
 # DataFrame methods that return a DataFrame (or a reader/writer/builder): their result carries no value
@@ -531,11 +524,7 @@ class ModuleAnalysis:
         if q is None or "." not in q:
             return None
         mod, name = q.rsplit(".", 1)
-        if mod in SPARK_FUNCTION_MODULES:
-            return name
-        if mod in ("pyspark.sql", "pyspark") and name == "functions":
-            return None
-        return None
+        return name if mod in SPARK_FUNCTION_MODULES else None
 
     def _is_udf_factory(self, node: ast.AST, scope: Scope) -> bool:
         if type(node) is ast.Call:
