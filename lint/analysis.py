@@ -21,6 +21,8 @@ from lint.sources import (
     DEDUP_METHODS,
     LIMIT_METHODS,
     LOOK_ONLY_ACTIONS,
+    ORDER_FIXING_FUNCTIONS,
+    ORDER_INSENSITIVE_ARGS_OF,
     ORDER_METHODS,
     PYTHON_CALLS,
     PYTHON_CALLS_NO_ARGS,
@@ -888,6 +890,23 @@ class ModuleAnalysis:
                 for a in args:
                     if type(a) is ast.Constant and isinstance(a.value, str):
                         out |= self.column_taint(a.value)
+            if sname in ORDER_FIXING_FUNCTIONS and args:
+                # sort_array(collect_set(x)): the array's order, the only problem of collect_*, is fixed here
+                fixed = set()
+                for a in args:
+                    if type(a) is ast.Call and self.spark_name(self.qualname(a.func, scope)) in (
+                        ORDER_INSENSITIVE_ARGS_OF
+                    ):
+                        fixed.add(self.span(a))
+                rest = frozenset(
+                    x
+                    for a in args
+                    for x in self.taint(a, scope)
+                    if not (x.rule == "ND005" and (x.line, x.col, x.end_line, x.end_col) in fixed)
+                )
+                for kw in call.keywords:
+                    rest = rest | self.taint(kw.value, scope)
+                return frozenset(out) | rest
             if sname in ("udf", "pandas_udf"):
                 return frozenset(out)
         if ft is ast.Attribute:

@@ -100,6 +100,9 @@ SPARK_FUNCTIONS: dict[str, str] = {
     "mode": "ND005",
 }
 SPARK_NO_ARG_ONLY = {"unix_timestamp"}
+# Array aggregates whose only problem is element order, and the functions that make the order irrelevant.
+ORDER_INSENSITIVE_ARGS_OF = {"collect_list", "collect_set", "array_agg"}
+ORDER_FIXING_FUNCTIONS = {"sort_array", "array_sort", "size", "array_size", "cardinality"}
 # Window functions whose result depends on the window's ordering (ND006 when the ordering may tie).
 SPARK_RANKING: set[str] = {
     "row_number",

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from lint.sources import SPARK_FUNCTIONS, SPARK_NO_ARG_ONLY, SPARK_ORDERED_OK, SPARK_RANKING
+from lint.sources import (
+    ORDER_INSENSITIVE_ARGS_OF,
+    SPARK_FUNCTIONS,
+    SPARK_NO_ARG_ONLY,
+    SPARK_ORDERED_OK,
+    SPARK_RANKING,
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,8 @@ _FUNC_BY_CLASS = {
     "StrToUnix": "unix_timestamp",
     "UnixTimestamp": "unix_timestamp",
 }
+# Functions whose result does not depend on the order of the array they are given.
+_ORDER_FIXING_CLASSES = {"ArraySort", "SortArray", "ArraySize", "Size", "Cardinality"}
 _BARE_FUNCTIONS = {"localtimestamp", "current_timestamp", "current_date", "now", "curdate"}
 
 
@@ -194,6 +202,8 @@ def _part(node, pos: _Positions) -> SqlPart:
                 continue
         if name not in SPARK_FUNCTIONS:
             continue
+        if name in ORDER_INSENSITIVE_ARGS_OF and type(sub.parent).__name__ in _ORDER_FIXING_CLASSES:
+            continue  # sort_array(collect_set(x)), size(collect_list(x)): the order no longer matters
         if name in SPARK_NO_ARG_ONLY:
             inner = sub.args.get("this")
             synthesized = type(inner).__name__ == "CurrentTimestamp" and not (

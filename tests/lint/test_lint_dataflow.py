@@ -428,3 +428,16 @@ def test_dict_aggregation_with_order_dependent_function() -> None:
     """
     findings = lint_code(code)
     assert summary(findings) == [("ND005", 2, 33, "column", "first(v)")]
+
+
+def test_sorted_or_counted_collections_are_deterministic() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    a = df.groupBy("k").agg(F.sort_array(F.collect_set("v")).alias("vs"))
+    b = df.groupBy("k").agg(F.size(F.collect_list("v")).alias("n"))
+    c = df.groupBy("k").agg(F.array_sort(F.collect_list(F.first("v"))).alias("x"))
+    d = df.groupBy("k").agg(F.expr("sort_array(collect_set(v))").alias("vs2"))
+    e = df.groupBy("k").agg(F.expr("concat_ws(',', collect_list(v))").alias("joined"))
+    """
+    got = [(rule, line, col, name) for rule, line, col, _, name in summary(lint_code(code))]
+    assert got == [("ND005", 5, 53, "x"), ("ND005", 7, 48, "joined")]
