@@ -12,7 +12,9 @@ ORDER_DEPENDENT = Rule(
 After a shuffle, rows reach an aggregation in whatever order the tasks finish; `first('x')` in a `groupBy`
 picks an arbitrary row, `collect_list` builds the array in arbitrary order, and `collect_set` gives an
 array whose element order is arbitrary. Used over a window whose ordering cannot tie (see ND006), `first`,
-`last` and `collect_list` are deterministic and not reported.
+`last` and `collect_list` are deterministic and not reported; neither are `collect_list`/`collect_set`
+wrapped in `sort_array`, `array_sort` or `size` (in Python or in SQL text), nor dictionary aggregations
+other than `first`/`last`/`collect_*` (`agg({"v": "max"})`).
 """,
     why="A replay can pick a different row or order the elements differently.",
     fix={
@@ -45,6 +47,10 @@ array whose element order is arbitrary. Used over a window whose ordering cannot
         Valid(
             "from pyspark.sql import functions as F\n"
             "out = df.groupBy('k').agg(F.max('v').alias('v'), F.sort_array(F.array_distinct(F.col('vs'))))\n"
+        ),
+        Valid(
+            "from pyspark.sql import functions as F\n"
+            "out = df.groupBy('k').agg(F.sort_array(F.collect_set('v')).alias('vs'))\n"
         ),
         Valid(
             "from pyspark.sql import functions as F\nfrom pyspark.sql.window import Window\n"
