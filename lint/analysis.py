@@ -1089,6 +1089,16 @@ class ModuleAnalysis:
         self.writes.append(w)
         self._by_column.setdefault(_norm(column), []).append(w)
 
+    def _resolve_dict(self, node: ast.AST, scope: Scope) -> ast.AST:
+        """A dict literal, or the one dict literal a name is bound to."""
+        if type(node) is ast.Name:
+            s = self.lookup(node.id, scope)
+            if s is not None and node.id in s.assigns:
+                values = [v for v in s.assigns[node.id] if v is not None]
+                if len(values) == 1 and type(values[0]) is ast.Dict:
+                    return values[0]
+        return node
+
     def _kwarg(self, call: ast.Call, *names: str) -> ast.AST | None:
         for kw in call.keywords:
             if kw.arg in names:
@@ -1128,9 +1138,11 @@ class ModuleAnalysis:
             names = self.const_strings(args[0], scope)
             if names:
                 self.sql_udfs[names[0].lower()] = (args[1], scope)
-        elif m == "withColumns" and args and type(args[0]) is ast.Dict:
+        elif m == "withColumns" and args and type(self._resolve_dict(args[0], scope)) is ast.Dict:
+            mapping = self._resolve_dict(args[0], scope)
+            assert isinstance(mapping, ast.Dict)
             if not self._looked_only(call):
-                for k, v in zip(args[0].keys, args[0].values, strict=False):
+                for k, v in zip(mapping.keys, mapping.values, strict=False):
                     names = self.const_strings(k, scope)
                     if names:
                         self._add_write(names[0], scope, v, node=call)
@@ -1139,7 +1151,11 @@ class ModuleAnalysis:
                 self._select_item(a, scope)
         elif m == "assign":
             for kw in call.keywords:
-                if kw.arg:
+                if not kw.arg:
+                    continue
+                if type(kw.value) is ast.Lambda and id(kw.value) in self._fn_scopes:
+                    self._add_write(kw.arg, self._fn_scopes[id(kw.value)], kw.value.body, node=call)
+                else:
                     self._add_write(kw.arg, scope, kw.value, node=call)
         elif m == "selectExpr" and not self._looked_only(call):
             for a in args:
@@ -1265,8 +1281,15 @@ class ModuleAnalysis:
             names = self.const_strings(a.args[0], scope)
             self._add_write(names[0] if names else self.segment(a.args[0], 60), scope, a, node=a)
             return
-        if t is ast.Call and self.spark_name(self.qualname(a.func, scope)) in _NAME_ARG_FUNCS:
+        sname = self.spark_name(self.qualname(a.func, scope)) if t is ast.Call else None
+        if sname in _NAME_ARG_FUNCS:
             return
+        if sname == "expr" and a.args:
+            text = self.str_value(a.args[0], scope)
+            alias = sqlmod.analyze_expression(text.text)[1] if text is not None else None
+            if alias:
+                self._add_write(alias, scope, a, node=a)
+                return
         if (t is ast.Name or t is ast.Subscript or t is ast.Attribute) and not self.taint(a, scope):
             return
         self._add_write(self.segment(a, 80), scope, a, node=a)
@@ -1328,6 +1351,8 @@ class ModuleAnalysis:
             self._process_call(call, scope)
         for target, value, scope in self.sub_writes:
             sl = target.slice
+            if type(sl) is ast.Tuple and sl.elts:  # pdf.loc[:, "col"] = ...
+                sl = sl.elts[-1]
             if type(sl) is ast.Constant and isinstance(sl.value, str):
                 self._add_write(sl.value, scope, value, node=target)
         self._collect_keys()

@@ -441,3 +441,22 @@ def test_sorted_or_counted_collections_are_deterministic() -> None:
     """
     got = [(rule, line, col, name) for rule, line, col, _, name in summary(lint_code(code))]
     assert got == [("ND005", 5, 53, "x"), ("ND005", 7, 48, "joined")]
+
+
+def test_with_columns_dict_variable_assign_lambda_loc_and_expr_alias() -> None:
+    code = """
+    import time
+    import uuid
+    from pyspark.sql import functions as F
+    cols = {"id": F.uuid(), "x": F.lit(1)}
+    a = df.withColumns(cols)
+    b = pdf.assign(rid=lambda d: [uuid.uuid4() for _ in range(len(d))])
+    pdf.loc[:, "ts"] = time.time()
+    c = df.select(F.expr("uuid() AS eid"))
+    """
+    assert summary(lint_code(code, keys=("id", "rid", "eid"))) == [
+        ("ND003", 5, 15, "key", "id"),
+        ("ND003", 7, 31, "key", "rid"),
+        ("ND001", 8, 20, "column", "ts"),
+        ("ND003", 9, 22, "key", "eid"),
+    ]
