@@ -458,5 +458,5 @@ def test_with_columns_dict_variable_assign_lambda_loc_and_expr_alias() -> None:
         ("ND003", 5, 15, "key", "id"),
         ("ND003", 7, 31, "key", "rid"),
         ("ND001", 8, 20, "column", "ts"),
-        ("ND003", 9, 22, "key", "eid"),
+        ("ND003", 9, 23, "key", "eid"),
     ]
