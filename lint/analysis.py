@@ -509,8 +509,13 @@ class ModuleAnalysis:
                 ):
                     return ".".join([mod, node.id, *reversed(parts)])
             return None
-        if node.id in s.assigns or node.id not in s.imports:
+        if node.id not in s.imports:
+            return None
+        if node.id in s.assigns and not all(
+            type(v) is ast.Constant and v.value is None for v in s.assigns[node.id]
+        ):
             return None  # rebound locally: a def, a parameter or an assignment shadows the import
+        # (``except ImportError: F = None`` keeps the import's meaning)
         return ".".join([s.imports[node.id], *reversed(parts)])
 
     def _star_modules(self, scope: Scope) -> list[str]:

@@ -460,3 +460,14 @@ def test_with_columns_dict_variable_assign_lambda_loc_and_expr_alias() -> None:
         ("ND001", 8, 20, "column", "ts"),
         ("ND003", 9, 23, "key", "eid"),
     ]
+
+
+def test_optional_import_fallback_keeps_the_import() -> None:
+    code = """
+    try:
+        from pyspark.sql import functions as F
+    except ImportError:
+        F = None
+    out = df.withColumn("k", F.rand())
+    """
+    assert summary(lint_code(code)) == [("ND002", 6, 26, "column", "k")]
