@@ -189,6 +189,18 @@ _PASS_THROUGH = {
 }
 # Constructors that read the clock when given the string "now" or "today".
 _NOW_STRING_CALLS = {"pandas.Timestamp", "pandas.to_datetime", "numpy.datetime64"}
+# Methods that decide which rows are written when called on a DataFrame.
+_ROW_METHODS = {
+    "filter",
+    "where",
+    "limit",
+    "sample",
+    "sampleBy",
+    "randomSplit",
+    "dropDuplicates",
+    "drop_duplicates",
+    "dropDuplicatesWithinWatermark",
+}
 # Functions that only show what they are given: ``display(df.limit(10))`` writes nothing.
 _LOOK_ONLY_FUNCTIONS = {"print", "display", "len", "repr", "pprint"}
 _MERGE_COND_KW = ("condition", "predicate", "merge_condition")
@@ -1120,6 +1132,8 @@ class ModuleAnalysis:
             return
         m = func.attr
         args = call.args
+        if m in _ROW_METHODS and self.qualname(func, scope) is not None:
+            return  # a module function (numpy.where, random.sample...), not a DataFrame method
         if m == "UpsertSink":
             self.sink_calls.append((call, scope))
         elif m == "seed" and args:

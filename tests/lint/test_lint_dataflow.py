@@ -471,3 +471,14 @@ def test_optional_import_fallback_keeps_the_import() -> None:
     out = df.withColumn("k", F.rand())
     """
     assert summary(lint_code(code)) == [("ND002", 6, 26, "column", "k")]
+
+
+def test_module_functions_named_like_dataframe_methods() -> None:
+    code = """
+    import random
+    import numpy as np
+    np.random.seed(1)
+    picked = random.sample(range(10), 3)
+    masked = np.where(np.random.rand(5) > 0.5, 1, 0)
+    """
+    assert lint_code(code, keys=("id",)) == []
