@@ -189,14 +189,17 @@ def _linter_fingerprint() -> str:
 class Cache:
     """Content-hash cache: content digest -> findings (without path) for one linter build and settings."""
 
+    MAX_ENTRIES = 100_000
+    MAX_FILES = 4  # one file per linter build and settings: alternating --key runs keep their caches
+
     def __init__(self, folder: Path, settings: Settings) -> None:
-        self.path = folder / CACHE_DIR / "lint.json"
         salt = hashlib.blake2b(digest_size=16)
         salt.update(_linter_fingerprint().encode())
         salt.update(
             json.dumps([sorted(settings.keys), sorted(settings.sequence), sys.version_info[:2]]).encode()
         )
         self.salt = salt.hexdigest()
+        self.path = folder / CACHE_DIR / f"lint-{self.salt[:20]}.json"
         self.entries: dict[str, list] = {}
         self.dirty = False
         try:
@@ -234,6 +237,12 @@ class Cache:
             gitignore = self.path.parent / ".gitignore"
             if not gitignore.exists():
                 gitignore.write_text("*\n", encoding="utf-8")
+            if len(self.entries) > self.MAX_ENTRIES:  # oldest first: dicts keep insertion order
+                for digest in list(self.entries)[: len(self.entries) - self.MAX_ENTRIES]:
+                    del self.entries[digest]
+            others = sorted(self.path.parent.glob("lint-*.json"), key=lambda p: p.stat().st_mtime)
+            for old in [p for p in others if p != self.path][: max(0, len(others) - self.MAX_FILES + 1)]:
+                old.unlink(missing_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix="lint.", suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump({"salt": self.salt, "entries": self.entries}, fh, separators=(",", ":"))

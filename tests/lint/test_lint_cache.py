@@ -26,7 +26,7 @@ def test_second_run_parses_nothing_and_gives_the_same_findings(tmp_path: Path, s
     first = lint_paths([tmp_path], settings)
     assert first.stats.files_checked == 6
     assert first.stats.parsed == 5 and first.stats.prefiltered == 1 and first.stats.cache_hits == 0
-    assert (tmp_path / ".upsertsink_cache" / "lint.json").is_file()
+    assert len(list((tmp_path / ".upsertsink_cache").glob("lint-*.json"))) == 1
     second = lint_paths([tmp_path], settings)
     assert second.stats.parsed == 0 and second.stats.prefiltered == 0 and second.stats.cache_hits == 6
     assert second.findings == first.findings
@@ -59,10 +59,21 @@ def test_no_cache_reads_and_writes_nothing(tmp_path: Path, settings: Settings) -
 
 def test_corrupt_cache_is_ignored(tmp_path: Path, settings: Settings) -> None:
     (tmp_path / "job.py").write_text(JOB)
-    (tmp_path / ".upsertsink_cache").mkdir()
-    (tmp_path / ".upsertsink_cache" / "lint.json").write_text("{not json")
+    lint_paths([tmp_path], settings)
+    [cache_file] = (tmp_path / ".upsertsink_cache").glob("lint-*.json")
+    cache_file.write_text("{not json")
     res = lint_paths([tmp_path], settings)
     assert res.stats.parsed == 1 and len(res.findings) == 1
+
+
+def test_alternating_settings_keep_their_own_caches(tmp_path: Path, settings: Settings) -> None:
+    (tmp_path / "job.py").write_text(JOB)
+    lint_paths([tmp_path], settings)
+    settings.keys = ["id"]
+    lint_paths([tmp_path], settings)
+    assert lint_paths([tmp_path], settings).stats.cache_hits == 1
+    settings.keys = []
+    assert lint_paths([tmp_path], settings).stats.cache_hits == 1
 
 
 def test_prefilter_skips_analysis_of_files_without_trigger_words(tmp_path: Path, settings: Settings) -> None:
