@@ -814,6 +814,13 @@ class ModuleAnalysis:
             return self.window_spec(values[0], s, depth + 1)
         if t is ast.Attribute:
             return ((), ()) if node.attr == "Window" else None
+        if t is ast.Call and type(node.func) is ast.Name:  # a helper that builds the window
+            s = self.lookup(node.func.id, scope)
+            if s is None or node.func.id not in s.funcs:
+                return None
+            fscope = s.funcs[node.func.id][1]
+            specs = {self.window_spec(r, fscope, depth + 1) for r in fscope.returns}
+            return specs.pop() if len(specs) == 1 else None
         if t is ast.Call and type(node.func) is ast.Attribute:
             base = self.window_spec(node.func.value, scope, depth + 1)
             if base is None:

@@ -482,3 +482,16 @@ def test_module_functions_named_like_dataframe_methods() -> None:
     masked = np.where(np.random.rand(5) > 0.5, 1, 0)
     """
     assert lint_code(code, keys=("id",)) == []
+
+
+def test_window_built_by_a_helper() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+
+    def latest_first(col):
+        return Window.partitionBy("id").orderBy(F.col(col).desc())
+
+    out = df.withColumn("rn", F.row_number().over(latest_first("ts")))
+    """
+    assert summary(lint_code(code)) == [("ND006", 8, 27, "column", "rn")]
