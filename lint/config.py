@@ -131,8 +131,9 @@ def resolve_settings(
     if cfg_fail not in ("error", "warning"):
         raise ConfigError(f'{where}: fail-on must be "error" or "warning", not {cfg_fail!r}')
     settings.fail_on = fail_on or cfg_fail
-    settings.keys.extend(k for k in keys if k.strip())
-    settings.sequence.extend(s for s in sequence if s.strip())
+    # like --select, a comma-separated list is accepted (Delta rejects commas in column names anyway)
+    settings.keys.extend(p.strip() for k in keys for p in k.split(",") if p.strip())
+    settings.sequence.extend(p.strip() for s in sequence for p in s.split(",") if p.strip())
     if select:
         settings.select = split_codes(select, "--select")
     if ignore:

@@ -210,6 +210,8 @@ def test_key_and_sequence_flags(project: Path) -> None:
     assert [(f["target"], f["severity"]) for f in doc["findings"]] == [("sequence", "error")]
     doc = json.loads(run("jobs/warn.py", "--format", "json", "--key", "x", "--key", "ingested_at").output)
     assert [(f["target"], f["column_name"]) for f in doc["findings"]] == [("key", "ingested_at")]
+    doc = json.loads(run("jobs/warn.py", "--format", "json", "--key", "x,ingested_at").output)
+    assert [(f["target"], f["column_name"]) for f in doc["findings"]] == [("key", "ingested_at")]
 
 
 def test_select_and_ignore(project: Path) -> None:
