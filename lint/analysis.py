@@ -58,7 +58,8 @@ class Src:
 
 
 # DataFrame methods that return a DataFrame (or a reader/writer/builder): their result carries no value
-# taint of its own; what they write is recorded as column writes instead.
+# taint of its own; what they write is recorded as column writes instead. (``format``, ``replace`` and
+# ``join`` are left out on purpose: as str methods they carry values, e.g. "-".join([a, str(uuid4())]).)
 DF_METHODS = {
     "select",
     "selectExpr",
@@ -71,7 +72,6 @@ DF_METHODS = {
     "agg",
     "groupBy",
     "groupby",
-    "join",
     "crossJoin",
     "union",
     "unionAll",
@@ -97,7 +97,6 @@ DF_METHODS = {
     "toDF",
     "fillna",
     "dropna",
-    "replace",
     "transform",
     "mapInPandas",
     "mapInArrow",
@@ -113,7 +112,6 @@ DF_METHODS = {
     "json",
     "orc",
     "text",
-    "format",
     "option",
     "options",
     "schema",

@@ -495,3 +495,16 @@ def test_window_built_by_a_helper() -> None:
     out = df.withColumn("rn", F.row_number().over(latest_first("ts")))
     """
     assert summary(lint_code(code)) == [("ND006", 8, 27, "column", "rn")]
+
+
+def test_string_methods_carry_values() -> None:
+    code = """
+    import uuid
+    from pyspark.sql import functions as F
+    a = "{}-{}".format("x", uuid.uuid4())
+    b = str(uuid.uuid1()).replace("-", "")
+    c = "-".join(["x", str(uuid.uuid4())])
+    out = df.withColumn("a", F.lit(a)).withColumn("b", F.lit(b)).withColumn("c", F.lit(c))
+    """
+    got = [(rule, line, name) for rule, line, _, _, name in summary(lint_code(code))]
+    assert got == [("ND003", 4, "a"), ("ND003", 5, "b"), ("ND003", 6, "c")]
