@@ -1059,15 +1059,7 @@ class ModuleAnalysis:
             assert isinstance(parent.func, ast.Attribute)
             if parent.func.attr in LOOK_ONLY_ACTIONS:
                 return True
-            if parent.func.attr not in (
-                "limit",
-                "select",
-                "orderBy",
-                "sort",
-                "withColumn",
-                "filter",
-                "where",
-            ):
+            if parent.func.attr not in _PASS_THROUGH:
                 return False
             parent = self.chain_parent.get(id(parent))
         return False
