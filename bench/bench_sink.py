@@ -83,8 +83,8 @@ def bench_embedded(work: Path, base: pa.Table, batch: pa.Table, repeat: int) -> 
         raw_times.append(timed(raw))
         path = fresh("emb_sink")
         sink = UpsertSink(path, "id", sequence_by="seq", app_id="bench")
-        sink_times.append(timed(lambda: sink.write(batch, batch_id=0)))
-        replay_times.append(timed(lambda: sink.write(batch, batch_id=0)))
+        sink_times.append(timed(lambda sink=sink: sink.write(batch, batch_id=0)))
+        replay_times.append(timed(lambda sink=sink: sink.write(batch, batch_id=0)))
     return summarize("embedded", raw_times, sink_times, replay_times)
 
 
@@ -122,8 +122,8 @@ def bench_spark(work: Path, base: pa.Table, batch: pa.Table, repeat: int) -> dic
         raw_times.append(timed(raw))
         path = fresh("spark_sink")
         sink = UpsertSink(path, "id", sequence_by="seq", app_id="bench")
-        sink_times.append(timed(lambda: sink.write(source(), batch_id=0)))
-        replay_times.append(timed(lambda: sink.write(source(), batch_id=0)))
+        sink_times.append(timed(lambda sink=sink: sink.write(source(), batch_id=0)))
+        replay_times.append(timed(lambda sink=sink: sink.write(source(), batch_id=0)))
     spark.stop()
     return summarize("spark", raw_times, sink_times, replay_times)
 

@@ -17,7 +17,7 @@ CLI = str(Path(sys.executable).with_name("upsertsink"))
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CLI, *args], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    return subprocess.run([CLI, *args], check=False, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
 
 
 @pytest.fixture

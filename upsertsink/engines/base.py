@@ -30,6 +30,7 @@ class PreparedBatch:
     data: Any  # pyarrow.Table or Spark DataFrame
     fingerprint: Fingerprint
     rows: int
+    key_ranges: dict[str, tuple[Any, Any]] | None = None  # per key: (min, max) in the batch, when orderable
 
 
 @dataclass(frozen=True)

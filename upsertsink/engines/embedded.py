@@ -446,7 +446,12 @@ class EmbeddedBatch:
             metrics = merger.execute()
             if table.version() == before and batch_id is not None:
                 # delta-rs makes no commit for a MERGE that changes no row; the batch marker must still
-                # be recorded, so commit it alone (an empty append carrying the txn and the metadata).
+                # be recorded, so commit it alone (an empty append carrying the txn and the metadata) -
+                # unless a concurrent writer committed this very batch meanwhile: then it is applied.
+                table = DeltaTable(path, storage_options=self.storage_options)
+                done = table.transaction_version(app_id)
+                if done is not None and done >= batch_id:
+                    raise RetryableConflict(f"batch {batch_id} was committed concurrently by another writer")
                 table.create_write_transaction(
                     [], mode="append", schema=pa.schema(table.schema().to_arrow()),
                     partition_by=table.metadata().partition_columns or None, commit_properties=props,

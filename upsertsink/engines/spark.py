@@ -43,6 +43,22 @@ _CONFLICT_MARKERS = (
 )
 
 
+# Key types whose batch min/max narrows the target scan through Delta's file statistics.
+_RANGE_CATEGORIES = {"integer", "decimal", "string", "date", "timestamp"}
+
+
+def _in_key_ranges(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None):
+    """``key BETWEEN batch-min AND batch-max`` for each ranged key, as typed literals (never SQL text)."""
+    from pyspark.sql import functions as F
+
+    cond = None
+    for key, (low, high) in (ranges or {}).items():
+        ref = F.col(f"{alias}.{quote(key, 'spark')}" if alias else quote(key, "spark"))
+        part = ref.between(F.lit(low), F.lit(high))
+        cond = part if cond is None else cond & part
+    return cond
+
+
 class RetryableConflict(Exception):
     """A concurrent commit won; the write may be retried."""
 
@@ -165,6 +181,9 @@ class SparkBatch:
             F.sum("_ns").alias("null_seq"),
         ]
         aggs += [F.sum(F.when(_col(k).isNull(), F.col("_n")).otherwise(0)).alias(f"null_{i}") for i, k in enumerate(keys)]
+        ranged = [k for k in keys if _category(df.schema[k].dataType) in _RANGE_CATEGORIES]
+        for i, k in enumerate(ranged):
+            aggs += [F.min(_col(k)).alias(f"min_{i}"), F.max(_col(k)).alias(f"max_{i}")]
         stats = grouped.agg(*aggs).first()
         for i, k in enumerate(keys):
             if stats[f"null_{i}"]:
@@ -175,7 +194,8 @@ class SparkBatch:
         fp = self._fingerprint(rows, stats["hash"], df)
         if stats["dups"]:
             df, rows = self._resolve_duplicates(df, keys, sequence)
-        return PreparedBatch(data=df, fingerprint=fp, rows=rows)
+        ranges = {k: (stats[f"min_{i}"], stats[f"max_{i}"]) for i, k in enumerate(ranged) if rows}
+        return PreparedBatch(data=df, fingerprint=fp, rows=rows, key_ranges=ranges)
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
         from pyspark.sql import Window
@@ -245,6 +265,7 @@ class SparkBatch:
         new_columns: list[B.Column],
     ) -> CommitOutcome:
         from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
         from pyspark.sql.types import StructField, StructType
 
         df = prepared.data
@@ -271,9 +292,13 @@ class SparkBatch:
                 session.conf.set("spark.databricks.delta.write.txnAppId", app_id)
                 session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
             before = markers_version(path)
+            on = F.expr(plan.on("spark"))
+            pruning = _in_key_ranges(TARGET, prepared.key_ranges)
+            if pruning is not None:
+                on = on & pruning  # lets Delta skip target files whose key range misses the batch
             if not create:
-                df = self._changed_rows(df, path, plan)
-            merge = DeltaTable.forPath(session, path).alias(TARGET).merge(df.alias(SOURCE), plan.on("spark"))
+                df = self._changed_rows(df, path, plan, prepared.key_ranges)
+            merge = DeltaTable.forPath(session, path).alias(TARGET).merge(df.alias(SOURCE), on)
             if plan.deletes:
                 merge = merge.whenMatchedDelete(condition=plan.delete_condition("spark"))
             if plan.has_update:
@@ -282,7 +307,11 @@ class SparkBatch:
             metrics = merge.execute().first()
             version = markers_version(path)
             if version == before and batch_id is not None:
-                # No row changed and Delta made no commit: record the marker alone with an empty append.
+                # No row changed and Delta made no commit: record the marker alone with an empty append,
+                # unless a concurrent writer committed this very batch meanwhile.
+                done = markers.last_batch_id(path, app_id)
+                if done is not None and done >= batch_id:
+                    raise RetryableConflict(f"batch {batch_id} was committed concurrently by another writer")
                 empty = session.createDataFrame([], df.drop(DELETE_FLAG).schema)
                 empty.write.format("delta").mode("append").save(path)
                 version = markers_version(path)
@@ -299,7 +328,9 @@ class SparkBatch:
             deleted=int(metrics["num_deleted_rows"] or 0),
         )
 
-    def _changed_rows(self, df: Any, path: str, plan: MergePlan) -> Any:
+    def _changed_rows(
+        self, df: Any, path: str, plan: MergePlan, ranges: dict[str, tuple[Any, Any]] | None
+    ) -> Any:
         """Drop source rows the MERGE would not apply: identical to the stored row, or not newer.
 
         Delta's MERGE rewrites every file holding a matched key, even when the clause conditions leave the
@@ -308,6 +339,9 @@ class SparkBatch:
         from pyspark.sql import functions as F
 
         target = self.spark.read.format("delta").load(path)
+        pruning = _in_key_ranges(None, ranges)
+        if pruning is not None:
+            target = target.filter(pruning)
         cols = [c for c in plan.columns if c in target.columns and c in df.columns]
         tgt = target.select(*[_col(c).alias(f"__t{i}") for i, c in enumerate(cols)])
         idx = {c: i for i, c in enumerate(cols)}
@@ -327,7 +361,9 @@ class SparkBatch:
         cond = on[0]
         for c in on[1:]:
             cond = cond & c
-        return df.join(tgt, on=cond & noop, how="left_anti")
+        # Checkpointed: the MERGE reads its source twice (find touched files, then write), and this join
+        # must run once.
+        return df.join(tgt, on=cond & noop, how="left_anti").localCheckpoint(eager=True)
 
 
 def markers_version(path: str) -> int | None:
