@@ -391,3 +391,24 @@ def test_foreach_batch_uses_the_epoch_id_as_batch_id(spark, tmp_path):
     query.awaitTermination()
     assert sink.last_batch_id() == 0
     assert read_rows(path) == rows((1, "a", 1), (2, "b", 1))
+
+
+def test_vacuum_keeps_the_tombstone_table(engine, tmp_path):
+    from deltalake import DeltaTable
+
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "id", sequence_by="seq", delete_when="op = 'D'")
+    sink.write(engine.frame(cdc((1, "a", 1, "I"), (2, "b", 1, "I")), CDC), batch_id=0)
+    sink.write(engine.frame(cdc((1, "a", 2, "D")), CDC), batch_id=1)
+    if engine.name == "spark":
+        conf = "spark.databricks.delta.retentionDurationCheck.enabled"
+        engine.spark.conf.set(conf, "false")
+        try:
+            engine.spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()
+        finally:
+            engine.spark.conf.unset(conf)
+    else:
+        DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    tombstones = DeltaTable(path + "/_upsertsink_tombstones").to_pyarrow_table().to_pylist()
+    assert [(t["k0"], t["sequence"]) for t in tombstones] == [(1, 2)]
+    assert sink.write(engine.frame(cdc((1, "a", 1, "I")), CDC), batch_id=2).inserted == 0
