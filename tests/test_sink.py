@@ -412,3 +412,18 @@ def test_vacuum_keeps_the_tombstone_table(engine, tmp_path):
     tombstones = DeltaTable(path + "/_upsertsink_tombstones").to_pyarrow_table().to_pylist()
     assert [(t["k0"], t["sequence"]) for t in tombstones] == [(1, 2)]
     assert sink.write(engine.frame(cdc((1, "a", 1, "I")), CDC), batch_id=2).inserted == 0
+
+
+def test_partition_by_creates_a_partitioned_table_and_default_app_id_comes_from_the_target(engine, tmp_path):
+    from deltalake import DeltaTable
+
+    path = str(tmp_path / "orders")
+    schema = {**SCHEMA, "region": pa.string()}
+    sink = UpsertSink(path, "id", partition_by=["region"])
+    assert sink.app_id == "upsertsink:orders"
+    data = [{"id": 1, "name": "a", "seq": 1, "region": "eu"}, {"id": 2, "name": "b", "seq": 1, "region": "us"}]
+    sink.write(engine.frame(data, schema), batch_id=0)
+    assert DeltaTable(path).metadata().partition_columns == ["region"]
+    assert DeltaTable(path).transaction_version("upsertsink:orders") == 0
+    with pytest.raises(InvalidInputError, match="country"):
+        UpsertSink(str(tmp_path / "other"), "id", partition_by=["country"]).write(engine.frame(data, schema))
