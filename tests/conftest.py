@@ -1,40 +1,9 @@
-"""Shared test helpers. The `spark` fixture (one SparkSession per run) comes from upsertsink's pytest plugin."""
+"""Fixtures for the sink tests. The `spark` fixture (one SparkSession per run) comes from upsertsink's plugin."""
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, QueryBuilder
-
-
-class Engine:
-    """Builds batches for one engine and reads tables back the same way for both."""
-
-    def __init__(self, name: str, spark=None):
-        self.name = name
-        self.spark = spark
-
-    def frame(self, rows: list[dict], schema: dict[str, pa.DataType]):
-        table = pa.Table.from_pylist(rows, schema=pa.schema(list(schema.items())))
-        if self.name == "embedded":
-            return table
-        return self.spark.createDataFrame(table)
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-def read_rows(path: str, order_by: str | list[str] = "id") -> list[dict]:
-    keys = [order_by] if isinstance(order_by, str) else order_by
-    # QueryBuilder (DataFusion), not to_pyarrow_table(): deltalake 1.6's Arrow reader returns nulls for
-    # tables with column mapping, which Spark creates for column names with spaces.
-    result = QueryBuilder().register("t", DeltaTable(str(path))).execute("SELECT * FROM t").read_all()
-    rows = pa.table(result).to_pylist()
-    return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
-
-
-def version(path) -> int:
-    return DeltaTable(str(path)).version()
+from sink_helpers import Engine
 
 
 @pytest.fixture(params=["embedded", "spark"])

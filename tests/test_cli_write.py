@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import read_rows
+from sink_helpers import read_rows
 
 CLI = str(Path(sys.executable).with_name("upsertsink"))
 

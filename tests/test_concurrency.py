@@ -6,8 +6,8 @@ import multiprocessing as mp
 import threading
 
 import pyarrow as pa
-from conftest import read_rows
 from deltalake import DeltaTable
+from sink_helpers import read_rows
 
 from upsertsink import UpsertSink
 from upsertsink.markers import decode_metadata

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pyarrow as pa
 import pytest
-from conftest import read_rows, version
+from sink_helpers import read_rows, version
 
 from upsertsink import (
     DuplicateKeyError,
@@ -83,7 +83,7 @@ def test_marker_is_a_delta_transaction_identifier_in_the_data_commit(engine, tmp
 
 
 def test_engines_continue_each_others_tables(spark, tmp_path):
-    from conftest import Engine
+    from sink_helpers import Engine
 
     path = str(tmp_path / "t")
     sink = UpsertSink(path, "id")
