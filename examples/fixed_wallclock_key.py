@@ -35,8 +35,9 @@ SAMPLE_ORDERS = [
 
 def build(spark: SparkSession, orders: DataFrame) -> DataFrame:
     """One event per order change, keyed by a hash of the order id and the source's change time."""
+    change = F.concat_ws("|", F.col("order_id").cast("string"), F.col("updated_at"))
     return orders.select(
-        F.sha2(F.concat_ws("|", F.col("order_id").cast("string"), F.col("updated_at")), 256).alias("event_id"),
+        F.sha2(change, 256).alias("event_id"),
         "order_id",
         "customer",
         "status",
