@@ -6,8 +6,6 @@ import os
 import sys
 from typing import Any
 
-from upsertsink import jars
-
 _DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -37,6 +35,8 @@ def spark_session(app_name: str = "upsertsink", master: str = "local[*]", **conf
     Keyword arguments are Spark settings, e.g. ``spark_session(**{"spark.sql.shuffle.partitions": "8"})``.
     """
     from pyspark.sql import SparkSession
+
+    from upsertsink import jars
 
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
