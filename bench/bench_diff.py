@@ -118,6 +118,7 @@ def main() -> None:
         "diff, equal tables": lambda: diff("a", "b"),
         "diff, 1% of rows differ": lambda: diff("a", "c"),
     }
+    load_start = os.getloadavg()
     for fn in cases.values():  # warm-up: JIT, Delta snapshots, file listing
         fn()
     phases.clear()
@@ -148,6 +149,8 @@ def main() -> None:
     print(
         f"\nequal-case ratio {ratio:.2f}x the count (target <= 1.5x): {'met' if ratio <= 1.5 else 'NOT met'}"
     )
+    load_end = os.getloadavg()
+    print(f"load average (1, 5, 15 min) at start {load_start}, at end {load_end}")
     report = {
         "benchmark": "diff",
         "rows": args.rows,
@@ -155,6 +158,8 @@ def main() -> None:
         "master": "local[2]",
         "driver_memory": args.driver_memory,
         "machine": {"cpus": os.cpu_count(), "cpu_model": cpu_model(), "memory_gib": mem_gib()},
+        "load_average_start": load_start,
+        "load_average_end": load_end,
         "versions": {"pyspark": spark.version, "upsertsink": upsertsink.__name__},
         "cases": rows,
         "diff_phases_median_s": phase_rows,

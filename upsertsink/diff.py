@@ -31,6 +31,8 @@ DEFAULT_SAMPLE_SIZE = 100
 DRIVER_KEY_CHECK_ROWS = 20_000_000
 #: Up to this many differing key hashes, the rows to compare exactly are picked with a broadcast semi-join.
 BROADCAST_SUSPECTS = 2_000_000
+#: Rows per partition of the key-hash aggregation that narrows a comparison (at least shuffle partitions).
+ROWS_PER_PARTITION = 500_000
 
 STATUSES = ("only_in_left", "only_in_right", "changed", "duplicate_key")
 
@@ -577,7 +579,9 @@ def _spark_has_duplicates(df: Any, keys: list[str], rows: int) -> bool:
     return dup > 0
 
 
-def _spark_suspects(lp: Any, rp: Any, keys: list[str], cols: list[str]) -> tuple[list[Any], Any, Any]:
+def _spark_suspects(
+    lp: Any, rp: Any, keys: list[str], cols: list[str], rows: int
+) -> tuple[list[Any], Any, Any]:
     """Narrow both sides to the rows whose key may differ, before the exact keyed comparison.
 
     One hash aggregation over (key hash, side, row hash) - 17 bytes a row, fixed-width buffers - finds the
@@ -594,9 +598,14 @@ def _spark_suspects(lp: Any, rp: Any, keys: list[str], cols: list[str]) -> tuple
         return df.select(kh.alias("__kh"), F.lit(side).alias("__s"), rh.alias("__rh"))
 
     side, rowh = F.col("__s"), F.col("__rh")
+    # Hash-partitioning by key hash first makes the aggregation one pass after the shuffle (a map-side
+    # partial aggregate cannot shrink mostly-distinct keys), and ~500k rows a partition keeps maps small.
+    shuffle = int(lp.sparkSession.conf.get("spark.sql.shuffle.partitions") or 200)
+    parts = max(shuffle, -(-rows // ROWS_PER_PARTITION))
     per_key = (
         tagged(lp, 0)
         .unionByName(tagged(rp, 1))
+        .repartition(parts, "__kh")
         .groupBy("__kh")
         .agg(
             F.count(F.when(side == 0, 1)).alias("nl"),
@@ -660,7 +669,7 @@ def _run_spark(
         fingerprint_match = False
 
     say("finding the keys that differ")
-    cached, lp, rp = _spark_suspects(lp, rp, keys, cols)
+    cached, lp, rp = _spark_suspects(lp, rp, keys, cols, nl_rows + nr_rows)
     say("comparing by key")
     nk, nc = len(keys), len(compared)
 
