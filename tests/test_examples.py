@@ -105,6 +105,25 @@ def test_replay_check_passes_the_fixed_job(orders_json):
     assert "baseline, 40 rows" in proc.stdout and "all runs equal" in proc.stdout, proc.stdout
 
 
+@pytest.mark.spark
+def test_wallclock_twins_write_with_the_sink(tmp_path):
+    # Both mains in one process (each stops its session; the second one reuses the JVM): saves a JVM start.
+    script = (
+        "from examples import broken_wallclock_key as broken, fixed_wallclock_key as fixed\n"
+        f"print('exit codes', broken.main({str(tmp_path / 'broken')!r}), fixed.main({str(tmp_path / 'fixed')!r}))\n"
+    )
+    proc = run(sys.executable, "-c", script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    broken_out, fixed_out = proc.stdout.split("exit codes")[0].split("batch 1 written")[1:]
+    assert "retry of batch 1: refused" in broken_out, proc.stdout
+    assert "re-sent as batch 2: 4 inserted, 0 updated; 8 events in the table for 4" in broken_out, proc.stdout
+    assert "retry of batch 1: skipped, same content" in fixed_out, proc.stdout
+    assert "re-sent as batch 2: 0 inserted, 0 updated; 4 events in the table for 4" in fixed_out, proc.stdout
+    assert proc.stdout.rstrip().endswith("exit codes 1 0"), proc.stdout
+    assert len(DeltaTable(str(tmp_path / "broken")).to_pandas()) == 8
+    assert len(DeltaTable(str(tmp_path / "fixed")).to_pandas()) == 4
+
+
 # ---------------------------------------------------------------- the linter (no JVM)
 
 
