@@ -16,6 +16,7 @@ import platform
 import statistics
 import subprocess
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results" / "diff.json"
@@ -160,7 +161,11 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "cpu_model": cpu_model(), "memory_gib": mem_gib()},
         "load_average_start": load_start,
         "load_average_end": load_end,
-        "versions": {"pyspark": spark.version, "upsertsink": upsertsink.__name__},
+        "versions": {
+            "pyspark": spark.version,
+            "upsertsink": version("upsertsink"),
+            "delta-spark": version("delta-spark"),
+        },
         "cases": rows,
         "diff_phases_median_s": phase_rows,
         "equal_ratio_to_count": round(ratio, 2),

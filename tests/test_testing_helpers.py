@@ -47,7 +47,7 @@ def test_frame_equal_by_key_ignores_order_and_shows_differing_rows(spark, tmp_pa
 
 
 def test_replay_equal_passes_for_a_deterministic_job(spark, orders):
-    assert_replay_equal(revenue, orders, keys="customer", runs=3)
+    assert_replay_equal(revenue, orders, keys="customer")
 
 
 def test_replay_equal_fails_readably_for_a_partition_dependent_key(spark, orders):

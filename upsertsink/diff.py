@@ -621,7 +621,8 @@ def _spark_suspects(
     build = F.broadcast(suspects) if n <= BROADCAST_SUSPECTS else suspects
 
     def narrowed(df: Any) -> Any:
-        out = df.withColumn("__kh", kh).join(build, "__kh", "left_semi").drop("__kh")
+        probe = "__upsertsink_key_hash"  # not a user column name; dropped again after the semi-join
+        out = df.withColumn(probe, kh).join(build, F.col(probe) == build["__kh"], "left_semi").drop(probe)
         return out.persist(StorageLevel.MEMORY_AND_DISK)
 
     lsub, rsub = narrowed(lp), narrowed(rp)
