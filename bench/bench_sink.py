@@ -50,7 +50,8 @@ def machine() -> dict:
     import os
 
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem, 1), "python": platform.python_version()}
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem, 1), "python": platform.python_version(),
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
 
 
 def timed(fn) -> float:
