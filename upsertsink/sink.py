@@ -113,13 +113,16 @@ class UpsertSink:
 
         prepared = None
         for attempt in range(self.max_retries + 1):
-            target_cols = engine.target_columns(self.target)
+            # One deltalake snapshot per attempt answers the schema and marker questions (and, on the
+            # embedded engine, is the table the MERGE commits against: a concurrent commit makes it conflict).
+            snapshot = markers.open_table(self.target, self.storage_options)
+            target_cols = engine.target_columns(self.target, snapshot)
             new_cols, casts = B.check_columns(
                 source_cols, target_cols, self.keys, self.sequence_by, self.schema_evolution, self.target
             )
             if attempt == 0:
                 engine.cast_to(self.target, casts)
-            skipped = self._check_marker(engine, batch_id, prepared)
+            skipped = self._check_marker(engine, batch_id, prepared, snapshot)
             if skipped is not None:
                 return skipped
             if prepared is None:
@@ -187,11 +190,10 @@ class UpsertSink:
             retention = int(self.tombstone_retention.total_seconds() * 1_000_000)
         return TombstoneSpec(tombstone_path(self.target), self.keys, self.sequence_by, batch_id, retention)
 
-    def _check_marker(self, engine: Any, batch_id: int | None, prepared: Any) -> WriteResult | None:
+    def _check_marker(self, engine: Any, batch_id: int | None, prepared: Any, table: Any) -> WriteResult | None:
         """A WriteResult(skipped=True) when batch_id is already committed; raises on a divergent replay."""
         if batch_id is None:
             return None
-        table = markers.open_table(self.target, self.storage_options)  # opened once for all questions
         last = None if table is None else table.transaction_version(self.app_id)
         if last is None or batch_id > last:
             return None

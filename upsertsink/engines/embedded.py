@@ -78,15 +78,6 @@ def columns_of(schema: pa.Schema) -> list[B.Column]:
     return [B.Column(f.name, category(f.type), str(f.type)) for f in schema]
 
 
-def open_table(path: str, storage_options: dict[str, str] | None):
-    from deltalake import DeltaTable
-
-    if DeltaTable.is_deltatable(path, storage_options=storage_options):
-        return DeltaTable(path, storage_options=storage_options)
-    check_not_other(path)
-    return None
-
-
 def check_not_other(path: str) -> None:
     """Refuse a local target that exists but is no Delta table (a file, or a folder with data in it)."""
     import os
@@ -103,11 +94,6 @@ def check_not_other(path: str) -> None:
                 f"target {path} exists but is not a Delta table (no _delta_log; it holds {sorted(entries)[:5]}); "
                 "choose an empty or new path, or convert it to Delta first"
             )
-
-
-def target_schema(path: str, storage_options: dict[str, str] | None) -> pa.Schema | None:
-    table = open_table(path, storage_options)
-    return None if table is None else pa.schema(table.schema().to_arrow())
 
 
 # ---------------------------------------------------------------- row hashes and the fingerprint
@@ -144,9 +130,7 @@ def row_hashes(table: pa.Table, cache: dict[str, np.ndarray] | None = None) -> n
     """A 64-bit hash per row over every column, in sorted column-name order."""
     cache = {} if cache is None else cache
     names = sorted(table.column_names)
-    for name in names:
-        if name not in cache:
-            cache[name] = column_hash(table[name])
+    cache.update({n: column_hash(table[n]) for n in names if n not in cache})
     return combine([cache[n] for n in names], table.num_rows)
 
 
@@ -289,15 +273,19 @@ class EmbeddedBatch:
     def columns(self) -> list[B.Column]:
         return columns_of(self.table.schema)
 
-    def target_columns(self, path: str) -> list[B.Column] | None:
-        schema = target_schema(path, self.storage_options)
-        return None if schema is None else columns_of(schema)
+    def target_columns(self, path: str, snapshot: Any = None) -> list[B.Column] | None:
+        """The table's columns, from the sink's snapshot of it (kept for the commit of this attempt)."""
+        if snapshot is None:
+            check_not_other(path)
+            self._snapshot = None
+            return None
+        self._snapshot = snapshot
+        return columns_of(pa.schema(snapshot.schema().to_arrow()))
 
     def cast_to(self, path: str, casts: list[str]) -> None:
         if not casts:
             return
-        schema = target_schema(path, self.storage_options)
-        assert schema is not None
+        schema = pa.schema(self._snapshot.schema().to_arrow())
         for name in casts:
             i = self.table.schema.get_field_index(name)
             try:
@@ -325,7 +313,8 @@ class EmbeddedBatch:
         hashes = row_hashes(table, column_hashes)
         fp = fingerprint_from_hashes(table, hashes)
         key_hashes = combine([column_hashes[k] for k in keys], table.num_rows)
-        if len(np.unique(key_hashes)) != table.num_rows:  # distinct key hashes prove distinct keys
+        ordered = np.sort(key_hashes)
+        if len(ordered) > 1 and (ordered[1:] == ordered[:-1]).any():  # distinct key hashes prove distinct keys
             table = self._resolve_duplicates(table, keys, sequence, hashes)
         if delete_tree is not None:
             flag = evaluate_predicate(delete_tree, table, delete_text)
@@ -423,7 +412,9 @@ class EmbeddedBatch:
                     path, user_schema, mode="ignore", partition_by=partition_by or None,
                     storage_options=self.storage_options,
                 )
-            table = DeltaTable(path, storage_options=self.storage_options)
+            table = getattr(self, "_snapshot", None)
+            if table is None or create:
+                table = DeltaTable(path, storage_options=self.storage_options)
             if new_columns:
                 fields = Schema.from_arrow(pa.schema([user_schema.field(c.name) for c in new_columns])).fields
                 table.alter.add_columns(list(fields))

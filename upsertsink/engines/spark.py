@@ -109,8 +109,12 @@ class SparkBatch:
             return None
         return self.spark.read.format("delta").load(path).schema
 
-    def target_columns(self, path: str) -> list[B.Column] | None:
-        schema = self._target_schema(path)
+    def target_columns(self, path: str, snapshot: Any = None) -> list[B.Column] | None:
+        """The table's columns as Spark sees them (``snapshot`` only says whether the table exists)."""
+        if snapshot is None:
+            check_not_other(path)
+            return None
+        schema = self.spark.read.format("delta").load(path).schema
         if schema is None:
             return None
         return [B.Column(f.name, _category(f.dataType), f.dataType.simpleString()) for f in schema]
