@@ -16,7 +16,7 @@ from upsertsink.errors import (
 from upsertsink.session import spark_session
 
 if TYPE_CHECKING:
-    from upsertsink.diff import DiffResult, diff
+    from upsertsink.keyed_diff import DiffResult, diff
     from upsertsink.sink import UpsertSink, WriteResult
 
 __all__ = [
@@ -37,8 +37,8 @@ __all__ = [
 _LAZY = {
     "UpsertSink": "upsertsink.sink",
     "WriteResult": "upsertsink.sink",
-    "diff": "upsertsink.diff",
-    "DiffResult": "upsertsink.diff",
+    "diff": "upsertsink.keyed_diff",
+    "DiffResult": "upsertsink.keyed_diff",
 }
 
 

@@ -164,7 +164,7 @@ def diff_command(
     """
 
     def work(progress: Callable[[str], None]) -> Any:
-        from upsertsink.diff import diff
+        from upsertsink.keyed_diff import diff
 
         result = diff(
             left,

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from upsertsink.diff import DiffResult, _split_version, diff
 from upsertsink.errors import InvalidInputError
+from upsertsink.keyed_diff import DiffResult, _split_version, diff
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,8 @@ import time
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
+
 from upsertsink import batch as B
 from upsertsink import markers
 from upsertsink.engines.base import (
@@ -42,6 +44,12 @@ _CONFLICT_MARKERS = (
     "DELTA_TABLE_ALREADY_EXISTS", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED",
 )
 
+
+# Up to this many rows, key uniqueness is checked on the driver from 64-bit key hashes (8 bytes a row).
+DRIVER_KEY_CHECK_ROWS = 2_000_000
+
+# Batches up to this many rows are broadcast when the no-op rows are looked up in the target.
+BROADCAST_MAX_ROWS = 2_000_000
 
 # Key types whose batch min/max narrows the target scan through Delta's file statistics.
 _RANGE_CATEGORIES = {"integer", "decimal", "string", "date", "timestamp"}
@@ -173,22 +181,17 @@ class SparkBatch:
             df = df.withColumn(DELETE_FLAG, F.coalesce(flag.cast("boolean"), F.lit(False)))
         df = df.localCheckpoint(eager=True)
 
-        grouped = df.groupBy(*[_col(k) for k in keys]).agg(
-            F.count(F.lit(1)).alias("_n"),
-            F.sum(self._row_hash(df)).alias("_h"),
-            (F.sum(F.when(_col(sequence).isNull(), 1).otherwise(0)) if sequence else F.lit(0)).alias("_ns"),
-        )
+        # One global aggregation (no shuffle): rows, fingerprint, null counts, key ranges.
         aggs = [
-            F.sum("_n").alias("rows"),
-            F.sum("_h").alias("hash"),
-            F.sum(F.when(F.col("_n") > 1, 1).otherwise(0)).alias("dups"),
-            F.sum("_ns").alias("null_seq"),
+            F.count(F.lit(1)).alias("rows"),
+            F.sum(self._row_hash(df)).alias("hash"),
+            (F.sum(F.when(_col(sequence).isNull(), 1).otherwise(0)) if sequence else F.lit(0)).alias("null_seq"),
         ]
-        aggs += [F.sum(F.when(_col(k).isNull(), F.col("_n")).otherwise(0)).alias(f"null_{i}") for i, k in enumerate(keys)]
+        aggs += [F.sum(F.when(_col(k).isNull(), 1).otherwise(0)).alias(f"null_{i}") for i, k in enumerate(keys)]
         ranged = [k for k in keys if _category(df.schema[k].dataType) in _RANGE_CATEGORIES]
         for i, k in enumerate(ranged):
             aggs += [F.min(_col(k)).alias(f"min_{i}"), F.max(_col(k)).alias(f"max_{i}")]
-        stats = grouped.agg(*aggs).first()
+        stats = df.agg(*aggs).first()
         for i, k in enumerate(keys):
             if stats[f"null_{i}"]:
                 raise B.null_error(k, int(stats[f"null_{i}"]), "key")
@@ -196,10 +199,24 @@ class SparkBatch:
             raise B.null_error(sequence, int(stats["null_seq"]), "sequence_by")
         rows = int(stats["rows"] or 0)
         fp = self._fingerprint(rows, stats["hash"], df)
-        if stats["dups"]:
+        if self._may_have_duplicate_keys(df, keys, rows):
             df, rows = self._resolve_duplicates(df, keys, sequence)
         ranges = {k: (stats[f"min_{i}"], stats[f"max_{i}"]) for i, k in enumerate(ranged) if rows}
         return PreparedBatch(data=df, fingerprint=fp, rows=rows, key_ranges=ranges)
+
+    @staticmethod
+    def _may_have_duplicate_keys(df: Any, keys: tuple[str, ...], rows: int) -> bool:
+        """False when every key is distinct; True when some may repeat (the exact path then decides)."""
+        from pyspark.sql import functions as F
+
+        if rows <= 1:
+            return False
+        if rows <= DRIVER_KEY_CHECK_ROWS:
+            # 8 bytes a row to the driver and a sort there beat a shuffle: distinct hashes prove distinct keys.
+            hashes = df.select(F.xxhash64(*[_col(k) for k in keys]).alias("h")).toArrow()["h"]
+            ordered = np.sort(hashes.to_numpy())
+            return bool((ordered[1:] == ordered[:-1]).any())
+        return not df.groupBy(*[_col(k) for k in keys]).count().filter(F.col("count") > 1).isEmpty()
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
         from pyspark.sql import Window
@@ -301,7 +318,7 @@ class SparkBatch:
             if pruning is not None:
                 on = on & pruning  # lets Delta skip target files whose key range misses the batch
             if not create:
-                df = self._changed_rows(df, path, plan, prepared.key_ranges)
+                df = self._changed_rows(df, path, plan, prepared.key_ranges, prepared.rows)
             merge = DeltaTable.forPath(session, path).alias(TARGET).merge(df.alias(SOURCE), on)
             if plan.deletes:
                 merge = merge.whenMatchedDelete(condition=plan.delete_condition("spark"))
@@ -333,7 +350,7 @@ class SparkBatch:
         )
 
     def _changed_rows(
-        self, df: Any, path: str, plan: MergePlan, ranges: dict[str, tuple[Any, Any]] | None
+        self, df: Any, path: str, plan: MergePlan, ranges: dict[str, tuple[Any, Any]] | None, rows: int
     ) -> Any:
         """Drop source rows the MERGE would not apply: identical to the stored row, or not newer.
 
@@ -365,9 +382,22 @@ class SparkBatch:
         cond = on[0]
         for c in on[1:]:
             cond = cond & c
+        if rows <= BROADCAST_MAX_ROWS:
+            # Broadcast the batch and stream the target past it once: the keys of the no-op rows come out
+            # (few columns, no shuffle of the target), and a broadcast anti-join drops them from the batch.
+            noop_keys = tgt.join(F.broadcast(df), on=cond & noop, how="left_semi").select(
+                *[F.col(f"__t{idx[k]}").alias(f"__k{i}") for i, k in enumerate(plan.keys)]
+            )
+            drop = [_col(k) == F.col(f"__k{i}") for i, k in enumerate(plan.keys)]
+            match = drop[0]
+            for c in drop[1:]:
+                match = match & c
+            changed = df.join(F.broadcast(noop_keys), on=match, how="left_anti")
+        else:
+            changed = df.join(tgt, on=cond & noop, how="left_anti")
         # Checkpointed: the MERGE reads its source twice (find touched files, then write), and this join
         # must run once.
-        return df.join(tgt, on=cond & noop, how="left_anti").localCheckpoint(eager=True)
+        return changed.localCheckpoint(eager=True)
 
 
 def markers_version(path: str) -> int | None:

@@ -30,7 +30,7 @@ def assert_frame_equal_by_key(
     pyarrow Tables.
     """
     __tracebackhide__ = True
-    from upsertsink.diff import diff
+    from upsertsink.keyed_diff import diff
 
     result = diff(left, right, keys, columns=columns, ignore_columns=ignore_columns, tolerance=tolerance)
     if not result.equal:

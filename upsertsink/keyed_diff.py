@@ -13,8 +13,6 @@ import json
 import logging
 import math
 import os
-import sys
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -751,7 +749,15 @@ def _arrow_table(src: _Source) -> Any:
 
     if src.kind == "delta":
         try:
-            return src.delta_table().to_pyarrow_dataset()
+            table = src.delta_table()
+            if table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none":
+                # deltalake 1.6's Arrow reader returns nulls for column-mapped tables (Spark makes them
+                # for column names with spaces); its DataFusion reader maps the columns right.
+                from deltalake import QueryBuilder
+
+                read = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
+                return read.cast(pa.schema(table.schema().to_arrow()))
+            return table.to_pyarrow_dataset()
         except Exception as exc:
             raise InvalidInputError(
                 f"{src.side}: cannot read Delta table {src.label!r}: {_first_line(exc)}"
@@ -1010,14 +1016,3 @@ def _run_embedded(
     )
     result.equal = result.differences == 0
     return result
-
-
-class _CallableModule(types.ModuleType):
-    """``import upsertsink.diff`` binds the package attribute ``upsertsink.diff`` to this module, shadowing
-    the lazily exported function; making the module callable keeps ``upsertsink.diff(...)`` working."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> DiffResult:
-        return diff(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
