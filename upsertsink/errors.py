@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 
 class UpsertSinkError(Exception):
     """Base class of every error upsertsink raises on purpose."""
@@ -29,3 +33,28 @@ class ReplayDivergenceError(UpsertSinkError, ValueError):
 
 class ConcurrentWriteError(UpsertSinkError):
     """Concurrent writers kept conflicting with this write after every retry; nothing was written."""
+
+
+# ---------------------------------------------------------------- naming settings in messages
+
+# Python parameter name -> the CLI flag that sets it, where the flag is not simply --name-with-dashes.
+_FLAGS = {"keys": "--key", "ignore_columns": "--ignore-column", "partition_by": "--partition-by"}
+
+_OPTION_STYLE: ContextVar[str] = ContextVar("upsertsink_option_style", default="python")
+
+
+def option(name: str, python_value: str | None = None) -> str:
+    """How a message names a setting: ``schema_evolution=True`` in Python, ``--schema-evolution`` in the CLI."""
+    if _OPTION_STYLE.get() == "cli":
+        return _FLAGS.get(name, "--" + name.replace("_", "-"))
+    return f"{name}={python_value}" if python_value is not None else name
+
+
+@contextmanager
+def cli_option_names() -> Iterator[None]:
+    """Within this block, :func:`option` names CLI flags (the CLI wraps each command in it)."""
+    token = _OPTION_STYLE.set("cli")
+    try:
+        yield
+    finally:
+        _OPTION_STYLE.reset(token)
