@@ -30,6 +30,7 @@ from upsertsink.engines import spark_stats
 from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Snapshot
+from upsertsink.pruning import FileRanges, file_ranges
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
 from upsertsink.tombstones import SEQUENCE, key_column, stored_sequences
 
@@ -60,6 +61,21 @@ def _column(f: Any) -> B.Column:
     arrow = _arrow_type(f.dataType)
     cat = fp.category(arrow) if arrow is not None else f"other:{f.dataType.simpleString()}"
     return B.Column(f.name, cat, f.dataType.simpleString(), f.dataType)
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    """Arrow view and large types as the plain ones Spark's type mapping knows."""
+    if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_list_view(t) or pa.types.is_large_list(t) or pa.types.is_list(t):
+        return pa.list_(_plain(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _plain(f.type), f.nullable) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(_plain(t.key_type), _plain(t.item_type))
+    return t
 
 
 def _analysis_error(err: BaseException) -> bool:
@@ -103,8 +119,12 @@ class SparkEngine:
     def target_columns(self, request: WriteRequest, snapshot: Snapshot) -> list[B.Column] | None:
         if not snapshot.exists:
             return None
-        schema = self.spark.read.format("delta").load(request.target).schema
-        return [_column(f) for f in schema]
+        from pyspark.sql.pandas.types import from_arrow_type
+        from pyspark.sql.types import StructField
+
+        # The table's schema from the deltalake snapshot the attempt already holds: no Spark job, no analysis.
+        arrow = pa.schema(snapshot.table.schema().to_arrow())
+        return [_column(StructField(f.name, from_arrow_type(_plain(f.type)), True)) for f in arrow]
 
     def _canonical(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> tuple[Any, list[str]]:
         """The batch cast to the table's types (with a fits-check column per cast) and float keys normalized."""
@@ -215,7 +235,12 @@ class SparkEngine:
             if count <= fp.LOCAL_KEY_CHECK_ROWS:
                 stats = self._run(lambda: self._stats(df, request, list(df.columns), [], full=True))[0]
                 hashes = np.concatenate([np.frombuffer(r["key_hashes"], np.uint64) for r in stats]) if stats else None
-        return PreparedBatch(df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"))
+        values = None
+        if rows and all(r["key_values"] is not None for r in rows):
+            values = spark_stats.read_key_values([r["key_values"] for r in rows], request.keys)
+        return PreparedBatch(
+            df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"), key_values=values
+        )
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
         from pyspark.sql import Window
@@ -360,12 +385,15 @@ class SparkEngine:
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
+        found = file_ranges(snapshot.table, request.keys, prepared.key_values)
+        if found is not None:
+            metadata = {**metadata, "files_scanned": found.files}
         session = self._session(request, metadata, marker=True)
-        source = _changed_rows(prepared.data, self.spark, request.target, plan, prepared.key_ranges, prepared.rows)
+        source = _changed_rows(prepared.data, self.spark, request.target, plan, prepared.key_ranges, prepared.rows, found)
         on = F.expr(plan.on("spark"))
-        pruning = _in_key_ranges(TARGET, prepared.key_ranges)
+        pruning = _pruning(TARGET, prepared.key_ranges, found)
         if pruning is not None:
-            on = on & pruning  # lets Delta skip target files whose key range misses the batch
+            on = on & pruning  # lets Delta skip target files that cannot hold the batch's keys
         merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(source.alias(SOURCE), on)
         if evolve:
             merge = merge.withSchemaEvolution()
@@ -441,14 +469,25 @@ def _repeats(df: Any, request: WriteRequest) -> bool:
     return not df.groupBy(*keys).count().filter(F.col("count") > 1).isEmpty()
 
 
-def _in_key_ranges(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None):
-    """``key BETWEEN batch-min AND batch-max`` for each ranged key, as typed literals (never SQL text)."""
+def _pruning(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None, found: FileRanges | None):
+    """A condition on the target's keys that lets Delta skip files, as typed literals (never SQL text).
+
+    With file ranges (pruning.py): ``key BETWEEN lo1 AND hi1 OR ...`` over the files that can hold a batch key;
+    otherwise ``key BETWEEN batch-min AND batch-max`` for each ranged key.
+    """
     from pyspark.sql import functions as F
 
+    def ref(key: str) -> Any:
+        return F.col(f"{alias}.{quote(key, 'spark')}" if alias else quote(key, "spark"))
+
+    if found is not None:
+        if not found.ranges:
+            return F.lit(False)
+        parts = [ref(found.key).between(F.lit(lo), F.lit(hi)) for lo, hi in found.ranges]
+        return functools.reduce(lambda a, b: a | b, parts)
     cond = None
     for key, (low, high) in (ranges or {}).items():
-        ref = F.col(f"{alias}.{quote(key, 'spark')}" if alias else quote(key, "spark"))
-        part = ref.between(F.lit(low), F.lit(high))
+        part = ref(key).between(F.lit(low), F.lit(high))
         cond = part if cond is None else cond & part
     return cond
 
@@ -457,7 +496,10 @@ def _in_key_ranges(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None)
 BROADCAST_MAX_ROWS = 2_000_000
 
 
-def _changed_rows(df: Any, spark: Any, path: str, plan: MergePlan, ranges: dict[str, tuple[Any, Any]] | None, rows: int) -> Any:
+def _changed_rows(
+    df: Any, spark: Any, path: str, plan: MergePlan, ranges: dict[str, tuple[Any, Any]] | None, rows: int,
+    found: FileRanges | None = None,
+) -> Any:
     """Drop source rows the MERGE would not apply: identical to the stored row, or not newer.
 
     Delta's MERGE rewrites every file holding a matched key, even when the clause conditions leave the row
@@ -466,7 +508,7 @@ def _changed_rows(df: Any, spark: Any, path: str, plan: MergePlan, ranges: dict[
     from pyspark.sql import functions as F
 
     target = spark.read.format("delta").load(path)
-    pruning = _in_key_ranges(None, ranges)
+    pruning = _pruning(None, ranges, found)
     if pruning is not None:
         target = target.filter(pruning)
     cols = [c for c in plan.columns if c in target.columns and c in df.columns]
