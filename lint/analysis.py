@@ -16,11 +16,11 @@ import ast
 import re
 from dataclasses import dataclass
 
-from lint import sql as sqlmod
-from lint.sources import (
-    DEDUP_METHODS,
-    LIMIT_METHODS,
+from upsertsink.lint import sql as sqlmod
+from upsertsink.lint.catalogue import (
     LOOK_ONLY_ACTIONS,
+    METHOD_HOOKS,
+    NOW_STRING_CALLS,
     ORDER_FIXING_FUNCTIONS,
     ORDER_INSENSITIVE_ARGS_OF,
     ORDER_METHODS,
@@ -30,14 +30,14 @@ from lint.sources import (
     PYTHON_MODULES,
     PYTHON_RANDOM_NEUTRAL,
     PYTHON_RANDOM_SEEDABLE,
-    SAMPLE_METHODS,
     SPARK_FUNCTION_MODULES,
     SPARK_FUNCTIONS,
     SPARK_NO_ARG_ONLY,
     SPARK_ORDERED_OK,
     SPARK_RANKING,
+    UDF_FACTORIES,
 )
-from lint.strings import PosText, literal_text
+from upsertsink.lint.strings import PosText, literal_text
 
 EMPTY: frozenset = frozenset()
 Span = tuple[int, int, int, int]
@@ -185,8 +185,22 @@ _PASS_THROUGH = {
     "distinct",
     "toDF",
 }
-# Constructors that read the clock when given the string "now" or "today".
-_NOW_STRING_CALLS = {"pandas.Timestamp", "pandas.to_datetime", "numpy.datetime64"}
+# DataFrame methods that keep the columns of the DataFrame they are called on.
+_COLUMN_KEEPING = {
+    "cache",
+    "persist",
+    "checkpoint",
+    "localCheckpoint",
+    "repartition",
+    "repartitionByRange",
+    "coalesce",
+    "hint",
+    "union",
+    "unionAll",
+    "unionByName",
+    "withWatermark",
+    "sortWithinPartitions",
+}
 # Methods that decide which rows are written when called on a DataFrame.
 _ROW_METHODS = {
     "filter",
@@ -205,7 +219,6 @@ _MERGE_COND_KW = ("condition", "predicate", "merge_condition")
 _NOQA_RE = re.compile(
     "#" + r"\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_]+(?:[\s,]+[A-Za-z0-9_]+)*))?", re.IGNORECASE
 )
-_UDF_FACTORIES = {"udf", "pandas_udf", "register"}
 
 
 _SPECIAL = frozenset(
@@ -548,8 +561,8 @@ class ModuleAnalysis:
             node = node.func
         q = self.qualname(node, scope)
         if q is not None:
-            return q.rsplit(".", 1)[-1] in ("udf", "pandas_udf")
-        return type(node) is ast.Name and node.id in ("udf", "pandas_udf")
+            return q.rsplit(".", 1)[-1] in UDF_FACTORIES
+        return type(node) is ast.Name and node.id in UDF_FACTORIES
 
     # ------------------------------------------------------------------ positions and text
     def span(self, node: ast.AST) -> Span:
@@ -869,7 +882,7 @@ class ModuleAnalysis:
             rule = PYTHON_CALLS_ONE_ARG.get(q)
         if rule is not None:
             return self.src(rule, call)
-        if q in _NOW_STRING_CALLS and call.args:
+        if q in NOW_STRING_CALLS and call.args:
             first = call.args[0]
             if (
                 type(first) is ast.Constant
@@ -929,7 +942,7 @@ class ModuleAnalysis:
                 for kw in call.keywords:
                     rest = rest | self.taint(kw.value, scope)
                 return frozenset(out) | rest
-            if sname in ("udf", "pandas_udf"):
+            if sname in UDF_FACTORIES:
                 return frozenset(out)
         if ft is ast.Attribute:
             m = func.attr
@@ -1049,7 +1062,7 @@ class ModuleAnalysis:
         )
 
     # ------------------------------------------------------------------ writes, row effects, keys
-    def _looked_only(self, call: ast.Call) -> bool:
+    def looked_only(self, call: ast.Call) -> bool:
         if id(call) in self.looked_args:
             return True
         parent = self.chain_parent.get(id(call))
@@ -1064,7 +1077,7 @@ class ModuleAnalysis:
             parent = self.chain_parent.get(id(parent))
         return False
 
-    def _ordered_chain(self, node: ast.AST, scope: Scope, depth: int = 0) -> bool:
+    def ordered_before(self, node: ast.AST, scope: Scope, depth: int = 0) -> bool:
         while depth < 50:
             depth += 1
             t = type(node)
@@ -1113,7 +1126,55 @@ class ModuleAnalysis:
                     return values[0]
         return node
 
-    def _kwarg(self, call: ast.Call, *names: str) -> ast.AST | None:
+    # ---- the API rule hooks use (see rules/base.py)
+    def source(self, rule: str, node: ast.AST, what: str | None = None, span: Span | None = None) -> Src:
+        """A source occurrence of ``rule`` at ``node`` (or ``span``)."""
+        return self.src(rule, node, what, span)
+
+    def add_row_effect(
+        self, kind: str, scope: Scope, own: Src | None = None, subset: list[str] | None = None
+    ) -> None:
+        """Record that the code decides which rows are written (filter, limit, sample, dedup)."""
+        self.rows.append(RowEffect(kind, scope, own=own, subset=subset))
+
+    def selects_only(self, node: ast.AST, scope: Scope, columns: list[str]) -> bool:
+        """Does the DataFrame expression ``node`` hold only ``columns`` (its nearest select lists no other)?"""
+        wanted = {_norm(c) for c in columns}
+        for _ in range(50):
+            t = type(node)
+            if t is ast.Call and type(node.func) is ast.Attribute:
+                m = node.func.attr
+                if m in ("select", "toDF") and node.args:
+                    names = [c for a in node.args for c in (self.const_strings(a, scope) or ["<expr>"])]
+                    return bool(names) and {_norm(c) for c in names} <= wanted
+                if m not in _PASS_THROUGH and m not in _COLUMN_KEEPING:
+                    return False
+                node = node.func.value
+            elif t is ast.Name:
+                value = self._single_value(node, scope)
+                if value is None:
+                    return False
+                node, scope = value
+            else:
+                return False
+        return False
+
+    def _single_value(self, node: ast.Name, scope: Scope) -> tuple[ast.AST, Scope] | None:
+        s = self.lookup(node.id, scope)
+        if s is None or node.id not in s.assigns:
+            return None
+        values = [v for v in s.assigns[node.id] if v is not None]
+        if len(values) != 1 or values[0] is node:
+            return None
+        return values[0], s
+
+    def _may_be_text(self, node: ast.AST, scope: Scope) -> bool:
+        """Could ``node`` be SQL text rather than a Column expression?"""
+        return type(node) in (ast.Constant, ast.JoinedStr, ast.Name, ast.BinOp) or (
+            type(node) is ast.Call and self.str_value(node, scope) is not None
+        )
+
+    def kwarg(self, call: ast.Call, *names: str) -> ast.AST | None:
         for kw in call.keywords:
             if kw.arg in names:
                 return kw.value
@@ -1128,130 +1189,134 @@ class ModuleAnalysis:
         if type(func) is not ast.Attribute:
             return
         m = func.attr
-        args = call.args
         if m in _ROW_METHODS and self.qualname(func, scope) is not None:
             return  # a module function (numpy.where, random.sample...), not a DataFrame method
-        if m == "UpsertSink":
-            self.sink_calls.append((call, scope))
-        elif m == "seed" and args:
-            q = self.qualname(func, scope)
-            if q in ("random.seed", "numpy.random.seed"):
-                self.seeded.add(q.rsplit(".", 1)[0])
-        elif m == "withColumn" and len(args) >= 2:
+        handler = _FLOW.get(m)
+        if handler is not None:
+            handler(self, call, scope)
+        for hook in METHOD_HOOKS.get(m, ()):
+            hook(self, call, scope)
+
+    # ---- the shared flow's handlers, one per DataFrame/DeltaTable method (dispatched through _FLOW)
+    def _on_sink(self, call: ast.Call, scope: Scope) -> None:
+        self.sink_calls.append((call, scope))
+
+    def _on_seed(self, call: ast.Call, scope: Scope) -> None:
+        q = self.qualname(call.func, scope)
+        if call.args and q in ("random.seed", "numpy.random.seed"):
+            self.seeded.add(q.rsplit(".", 1)[0])
+
+    def _on_with_column(self, call: ast.Call, scope: Scope) -> None:
+        args = call.args
+        if len(args) >= 2:
             names = self.const_strings(args[0], scope)
-            if names and not self._looked_only(call):
+            if names and not self.looked_only(call):
                 self._add_write(names[0], scope, args[1], node=call)
-        elif m == "withColumnRenamed" and len(args) >= 2:
+
+    def _on_rename(self, call: ast.Call, scope: Scope) -> None:
+        args = call.args
+        if len(args) >= 2:
             old, new = self.const_strings(args[0], scope), self.const_strings(args[1], scope)
             if old and new:
                 self._add_write(new[0], scope, ast.Constant(value=old[0]), node=call, rename=True)
-        elif (
-            m == "register"
-            and len(args) >= 2
-            and type(func.value) is ast.Attribute
-            and func.value.attr == "udf"
-        ):
-            names = self.const_strings(args[0], scope)
+
+    def _on_register(self, call: ast.Call, scope: Scope) -> None:
+        func = call.func
+        if len(call.args) >= 2 and type(func.value) is ast.Attribute and func.value.attr == "udf":
+            names = self.const_strings(call.args[0], scope)
             if names:
-                self.sql_udfs[names[0].lower()] = (args[1], scope)
-        elif m == "withColumns" and args and type(self._resolve_dict(args[0], scope)) is ast.Dict:
-            mapping = self._resolve_dict(args[0], scope)
-            assert isinstance(mapping, ast.Dict)
-            if not self._looked_only(call):
-                for k, v in zip(mapping.keys, mapping.values, strict=False):
-                    names = self.const_strings(k, scope)
-                    if names:
-                        self._add_write(names[0], scope, v, node=call)
-        elif m in ("select", "agg") and not self._looked_only(call):
-            for a in args:
+                self.sql_udfs[names[0].lower()] = (call.args[1], scope)
+
+    def _on_with_columns(self, call: ast.Call, scope: Scope) -> None:
+        if not call.args:
+            return
+        mapping = self._resolve_dict(call.args[0], scope)
+        if type(mapping) is ast.Dict and not self.looked_only(call):
+            for k, v in zip(mapping.keys, mapping.values, strict=False):
+                names = self.const_strings(k, scope)
+                if names:
+                    self._add_write(names[0], scope, v, node=call)
+
+    def _on_select(self, call: ast.Call, scope: Scope) -> None:
+        if not self.looked_only(call):
+            for a in call.args:
                 self._select_item(a, scope)
-        elif m == "assign":
-            for kw in call.keywords:
-                if not kw.arg:
-                    continue
-                if type(kw.value) is ast.Lambda and id(kw.value) in self._fn_scopes:
-                    self._add_write(kw.arg, self._fn_scopes[id(kw.value)], kw.value.body, node=call)
-                else:
-                    self._add_write(kw.arg, scope, kw.value, node=call)
-        elif m == "selectExpr" and not self._looked_only(call):
-            for a in args:
-                text = self._sql_arg(a, scope)
-                if text is None:
-                    continue
-                ok, alias, part = sqlmod.analyze_expression(text.text)
-                if ok:
-                    self._add_write(alias or text.text.strip(), scope, sql=(part, text), node=call)
-        elif m == "sql" and args:
-            text = self._sql_arg(args[0], scope)
+
+    def _on_assign(self, call: ast.Call, scope: Scope) -> None:
+        for kw in call.keywords:
+            if not kw.arg:
+                continue
+            if type(kw.value) is ast.Lambda and id(kw.value) in self._fn_scopes:
+                self._add_write(kw.arg, self._fn_scopes[id(kw.value)], kw.value.body, node=call)
+            else:
+                self._add_write(kw.arg, scope, kw.value, node=call)
+
+    def _on_select_expr(self, call: ast.Call, scope: Scope) -> None:
+        if self.looked_only(call):
+            return
+        for a in call.args:
+            text = self._sql_arg(a, scope)
+            if text is None:
+                continue
+            ok, alias, part = sqlmod.analyze_expression(text.text)
+            if ok:
+                self._add_write(alias or text.text.strip(), scope, sql=(part, text), node=call)
+
+    def _on_sql(self, call: ast.Call, scope: Scope) -> None:
+        if call.args:
+            text = self._sql_arg(call.args[0], scope)
             if text is not None:
                 self._sql_statements(text, scope, call)
-        elif m in ("filter", "where") and args:
-            if self._looked_only(call):
-                return
-            text = (
-                self._sql_arg(args[0], scope)
-                if type(args[0]) in (ast.Constant, ast.JoinedStr, ast.Name)
-                else None
-            )
+
+    def _on_filter(self, call: ast.Call, scope: Scope) -> None:
+        args = call.args
+        if not args or self.looked_only(call):
+            return
+        text = self._sql_arg(args[0], scope) if self._may_be_text(args[0], scope) else None
+        if text is not None:
+            ok, _alias, part = sqlmod.analyze_expression(text.text)
+            if ok:
+                self.rows.append(RowEffect("filter", scope, sql=(part, text)))
+        else:
+            self.rows.append(RowEffect("filter", scope, expr=args[0]))
+
+    def _on_merge(self, call: ast.Call, scope: Scope) -> None:
+        cond = call.args[1] if len(call.args) > 1 else self.kwarg(call, *_MERGE_COND_KW)
+        if cond is not None:
+            self.merge_conds.append((cond, scope))
+
+    def _on_merge_map(self, call: ast.Call, scope: Scope) -> None:
+        args = call.args
+        kw, pos = _MERGE_MAP_METHODS[call.func.attr]
+        mapping = self.kwarg(call, kw)
+        if mapping is None and len(args) > pos:
+            mapping = args[pos]
+        cond = self.kwarg(call, *_MERGE_COND_KW)
+        if cond is None and pos == 1 and args:
+            cond = args[0]
+        elif cond is None and pos == 0 and len(args) > 1:
+            cond = args[1]
+        if cond is not None:
+            self._condition_effect(cond, scope)
+        mapping = self._resolve_dict(mapping, scope) if mapping is not None else None
+        if type(mapping) is not ast.Dict:
+            return
+        for k, v in zip(mapping.keys, mapping.values, strict=False):
+            names = self.const_strings(k, scope)
+            if not names or v is None:
+                continue
+            text = self._sql_arg(v, scope) if self._may_be_text(v, scope) else None
             if text is not None:
                 ok, _alias, part = sqlmod.analyze_expression(text.text)
                 if ok:
-                    self.rows.append(RowEffect("filter", scope, sql=(part, text)))
+                    self._add_write(_strip_qualifier(names[0]), scope, sql=(part, text), node=call)
             else:
-                self.rows.append(RowEffect("filter", scope, expr=args[0]))
-        elif m in LIMIT_METHODS and args:
-            if not self._looked_only(call) and not self._ordered_chain(func.value, scope):
-                own = self.src("ND008", call, what=f"{m}() without orderBy", span=self.method_span(call))
-                self.rows.append(RowEffect("limit", scope, own=own))
-        elif m in SAMPLE_METHODS:
-            if not self._looked_only(call) and not self._seeded_sample(call, m):
-                own = self.src("ND009", call, what=f"{m}() without a seed", span=self.method_span(call))
-                self.rows.append(RowEffect("sample", scope, own=own))
-        elif m in DEDUP_METHODS:
-            subset_node = args[0] if args else self._kwarg(call, "subset")
-            if subset_node is None or self._kwarg(call, "keep") is not None or self._looked_only(call):
-                return
-            subset = self.const_strings(subset_node, scope)
-            what = f"{m}() with a subset"
-            own = self.src("ND007", call, what=what, span=self.method_span(call))
-            self.rows.append(RowEffect("dedup", scope, own=own, subset=subset or []))
-        elif m == "merge":
-            cond = args[1] if len(args) > 1 else self._kwarg(call, *_MERGE_COND_KW)
-            if cond is not None:
-                self.merge_conds.append((cond, scope))
-        elif m in _MERGE_MAP_METHODS:
-            kw, pos = _MERGE_MAP_METHODS[m]
-            mapping = self._kwarg(call, kw)
-            if mapping is None and len(args) > pos:
-                mapping = args[pos]
-            cond = self._kwarg(call, *_MERGE_COND_KW)
-            if cond is None and pos == 1 and args:
-                cond = args[0]
-            elif cond is None and pos == 0 and len(args) > 1:
-                cond = args[1]
-            if cond is not None:
-                self._condition_effect(cond, scope)
-            if type(mapping) is ast.Dict:
-                for k, v in zip(mapping.keys, mapping.values, strict=False):
-                    names = self.const_strings(k, scope)
-                    if not names or v is None:
-                        continue
-                    text = self._sql_arg(v, scope) if type(v) in (ast.Constant, ast.JoinedStr) else None
-                    if text is not None:
-                        ok, _alias, part = sqlmod.analyze_expression(text.text)
-                        if ok:
-                            self._add_write(_strip_qualifier(names[0]), scope, sql=(part, text), node=call)
-                    else:
-                        self._add_write(_strip_qualifier(names[0]), scope, v, node=call)
-        elif m in (
-            "whenMatchedDelete",
-            "when_matched_delete",
-            "whenNotMatchedBySourceDelete",
-            "when_not_matched_by_source_delete",
-        ):
-            cond = self._kwarg(call, *_MERGE_COND_KW) or (args[0] if args else None)
-            if cond is not None:
-                self._condition_effect(cond, scope)
+                self._add_write(_strip_qualifier(names[0]), scope, v, node=call)
+
+    def _on_merge_delete(self, call: ast.Call, scope: Scope) -> None:
+        cond = self.kwarg(call, *_MERGE_COND_KW) or (call.args[0] if call.args else None)
+        if cond is not None:
+            self._condition_effect(cond, scope)
 
     def _condition_effect(self, cond: ast.AST, scope: Scope) -> None:
         text = self._sql_arg(cond, scope) if type(cond) in (ast.Constant, ast.JoinedStr, ast.Name) else None
@@ -1261,17 +1326,6 @@ class ModuleAnalysis:
                 self.rows.append(RowEffect("merge", scope, sql=(part, text)))
         else:
             self.rows.append(RowEffect("merge", scope, expr=cond))
-
-    def _seeded_sample(self, call: ast.Call, method: str) -> bool:
-        if self._kwarg(call, "seed", "random_state") is not None:
-            return True
-        args = call.args
-        if method == "sample":
-            first_is_bool = bool(args) and type(args[0]) is ast.Constant and isinstance(args[0].value, bool)
-            return len(args) >= (3 if first_is_bool else 2)
-        if method == "sampleBy":
-            return len(args) >= 3
-        return len(args) >= 2  # randomSplit(weights, seed)
 
     def _select_item(self, a: ast.AST, scope: Scope) -> None:
         t = type(a)
@@ -1314,7 +1368,7 @@ class ModuleAnalysis:
         result = sqlmod.analyze_statements(text.text)
         if not result.ok:
             return
-        looked = self._looked_only(call)
+        looked = self.looked_only(call)
         if not looked:
             for name, part in result.outputs:
                 self._add_write(name, scope, sql=(part, text), node=call)
@@ -1331,15 +1385,15 @@ class ModuleAnalysis:
         known = {_norm(k) for k in self.keys}
         known_seq = {_norm(s) for s in self.sequence}
         for call, scope in self.sink_calls:
-            keys_node = self._kwarg(call, "keys") or (call.args[1] if len(call.args) > 1 else None)
+            keys_node = self.kwarg(call, "keys") or (call.args[1] if len(call.args) > 1 else None)
             for k in self.const_strings(keys_node, scope) or []:
                 if _norm(k) not in known:
                     known.add(_norm(k))
                     self.keys.append(k)
-            delete_when = self._kwarg(call, "delete_when")
+            delete_when = self.kwarg(call, "delete_when")
             if delete_when is not None:
                 self._condition_effect(delete_when, scope)
-            seq_node = self._kwarg(call, "sequence_by", "sequence")
+            seq_node = self.kwarg(call, "sequence_by", "sequence")
             for s in self.const_strings(seq_node, scope) or []:
                 if _norm(s) not in known_seq:
                     known_seq.add(_norm(s))
@@ -1447,3 +1501,31 @@ def noqa_codes(line: str) -> set[str] | None:
     if not codes:
         return set()
     return {c.upper() for c in re.split(r"[\s,]+", codes) if c}
+
+
+_FLOW = {
+    "UpsertSink": ModuleAnalysis._on_sink,
+    "seed": ModuleAnalysis._on_seed,
+    "withColumn": ModuleAnalysis._on_with_column,
+    "withColumnRenamed": ModuleAnalysis._on_rename,
+    "register": ModuleAnalysis._on_register,
+    "withColumns": ModuleAnalysis._on_with_columns,
+    "select": ModuleAnalysis._on_select,
+    "agg": ModuleAnalysis._on_select,
+    "assign": ModuleAnalysis._on_assign,
+    "selectExpr": ModuleAnalysis._on_select_expr,
+    "sql": ModuleAnalysis._on_sql,
+    "filter": ModuleAnalysis._on_filter,
+    "where": ModuleAnalysis._on_filter,
+    "merge": ModuleAnalysis._on_merge,
+    **{m: ModuleAnalysis._on_merge_map for m in _MERGE_MAP_METHODS},
+    **{
+        m: ModuleAnalysis._on_merge_delete
+        for m in (
+            "whenMatchedDelete",
+            "when_matched_delete",
+            "whenNotMatchedBySourceDelete",
+            "when_not_matched_by_source_delete",
+        )
+    },
+}

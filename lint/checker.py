@@ -13,9 +13,9 @@ import tokenize
 import warnings
 from dataclasses import asdict, dataclass
 
-from lint.analysis import ModuleAnalysis, Src, noqa_codes
-from lint.rules import RULES
-from lint.sources import has_trigger
+from upsertsink.lint.analysis import ModuleAnalysis, Src, noqa_codes
+from upsertsink.lint.catalogue import has_trigger
+from upsertsink.lint.rules import RULES
 
 FILE_NOQA = b"upsertsink: noqa"
 

@@ -6,7 +6,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lint.rules import RULES
+from upsertsink.lint.rules import RULES
 
 TABLE_KEYS = {"keys", "sequence", "select", "ignore", "exclude", "fail-on"}
 

@@ -7,9 +7,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from lint import __version__
-from lint.checker import Finding
-from lint.rules import ALL_RULES
+from upsertsink.lint import __version__
+from upsertsink.lint.checker import Finding
+from upsertsink.lint.rules import ALL_RULES
 
 INFORMATION_URI = "https://github.com/upsertsink/upsertsink/blob/main/docs/linter.md"
 RULES_URI = "https://github.com/upsertsink/upsertsink/blob/main/docs/rules.md"
@@ -159,7 +159,7 @@ def render_github(findings: list[Finding], files_checked: int) -> str:
 
 
 def _title(f: Finding) -> str:
-    from lint.rules import RULES
+    from upsertsink.lint.rules import RULES
 
     return RULES[f.rule].name
 

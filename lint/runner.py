@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
-
-from lint import __version__
-from lint.checker import FileResult, Finding, check_bytes, main_guard
-from lint.config import Settings
+from upsertsink.lint import __version__
+from upsertsink.lint.checker import FileResult, Finding, check_bytes, main_guard
+from upsertsink.lint.config import Settings
 
 DEFAULT_EXCLUDES = [
     ".git/",
@@ -263,7 +262,7 @@ def _work(item: tuple[str, bytes, list[str], list[str]]) -> FileResult:
     try:
         return check_bytes(path, data, keys, sequence)
     except Exception as exc:  # noqa: BLE001 - one file must never take the run down
-        from lint.checker import _parse_error
+        from upsertsink.lint.checker import _parse_error
 
         return FileResult([_parse_error(path, 1, 1, f"internal error {exc.__class__.__name__}: {exc}")], True)
 
@@ -318,7 +317,7 @@ def _lint_paths(
         try:
             data = f.read_bytes()
         except OSError as exc:
-            from lint.checker import _parse_error
+            from upsertsink.lint.checker import _parse_error
 
             per_file[shown] = [_parse_error(shown, 1, 1, f"cannot read the file: {exc.strerror}")]
             continue

@@ -4,7 +4,7 @@ Given a SQL string (an expression for ``F.expr``/``selectExpr``/filters/merge ma
 ``spark.sql``), report: the nondeterministic functions in it with their character offsets, the columns it
 reads, the output columns it produces, the conditions that decide which rows are written, and the key
 columns of MERGE conditions. Positions are character offsets into the text; the caller maps them back to
-the file through :class:`lint.strings.PosText`.
+the file through :class:`upsertsink.lint.strings.PosText`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from lint.sources import (
+from upsertsink.lint.catalogue import (
     ORDER_INSENSITIVE_ARGS_OF,
     SPARK_FUNCTIONS,
     SPARK_NO_ARG_ONLY,
@@ -61,7 +61,10 @@ _FUNC_BY_CLASS = {
     "CurrentDate": "current_date",
     "CurrentTime": "current_time",
     "CurrentDatetime": "current_timestamp",
+    "Localtimestamp": "localtimestamp",
     "Rand": "rand",
+    "Randstr": "randstr",
+    "Uniform": "uniform",
     "Randn": "randn",
     "Uuid": "uuid",
     "Shuffle": "shuffle",

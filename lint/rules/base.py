@@ -1,14 +1,45 @@
-"""The rule class: one small object per source family carrying its code, documentation and examples.
+"""The rule class: one small object per source family carrying its code, catalogue, detector hooks,
+messages, documentation and examples.
 
-Like Fixit's rules, every rule lists VALID and INVALID code examples. They are the rule's tests
-(tests/lint/test_rule_examples.py runs each through the real analyzer) and its documentation
-(``--explain`` and docs/rules.md print them).
+Like Fixit's rules, every rule lists VALID and INVALID code examples next to its detector. They are the
+rule's tests (tests/lint/test_lint_rules.py runs each through the real analyzer) and its documentation
+(``--explain`` and docs/rules.md print them). Like ruff's one-file rules, a rule module holds everything
+about its rule: what it finds (the catalogue entries below), how (the ``method_hooks`` and ``over_hook``
+detectors, called by the shared data flow in ``analysis.py``), what it says (``verb`` and ``fix``), and why.
+The shared flow (scopes, bindings, taint to columns, SQL) knows no rule by name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """What a rule recognizes as a source. Python names are import-qualified; Spark names are bare function
+    names, the same in ``pyspark.sql.functions`` and in Spark SQL text (lower case)."""
+
+    python_calls: frozenset[str] = frozenset()  # always a source
+    python_calls_no_args: frozenset[str] = frozenset()  # a source only without arguments
+    python_calls_one_arg: frozenset[str] = frozenset()  # a source only with exactly one argument
+    python_now_strings: frozenset[str] = frozenset()  # a source when given "now"/"today"
+    python_modules: frozenset[str] = frozenset()  # every function of the module is a source...
+    python_module_neutral: frozenset[str] = frozenset()  # ...except these
+    python_module_seedable: frozenset[str] = frozenset()  # ...and these when given a seed
+    spark_functions: frozenset[str] = frozenset()  # value sources (also in SQL text)
+    spark_no_arg_only: frozenset[str] = frozenset()  # of those, sources only without an argument
+    window_functions: frozenset[str] = frozenset()  # results depend on the order among tied rows
+    ordered_ok: frozenset[str] = frozenset()  # deterministic over a window with a tie-free ordering
+    order_insensitive_args_of: frozenset[str] = frozenset()  # only their element order is arbitrary
+    order_fixing_functions: frozenset[str] = frozenset()  # make that element order irrelevant
+    udf_factories: frozenset[str] = frozenset()
+    trigger_words: frozenset[str] = frozenset()  # other words that must make the pre-filter analyze a file
+
+
+# A method hook: (analysis, call, scope) -> None; it records row effects or writes through the analysis.
+MethodHook = Callable[[Any, Any, Any], None]
 
 
 @dataclass(frozen=True)
@@ -46,6 +77,9 @@ class Rule:
     fix: dict[str, str]
     valid: tuple[Valid, ...] = field(default_factory=tuple)
     invalid: tuple[Invalid, ...] = field(default_factory=tuple)
+    catalogue: Catalogue = field(default_factory=Catalogue)
+    # DataFrame method name -> detector called for every ``x.method(...)`` call of the analyzed code
+    method_hooks: Mapping[str, MethodHook] = field(default_factory=dict)
 
     TARGETS: ClassVar[tuple[str, ...]] = ("key", "sequence", "column", "rows")
 

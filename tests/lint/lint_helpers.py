@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from lint.checker import Finding, check_bytes
+from upsertsink.lint.checker import Finding, check_bytes
 
 
 def lint_code(code: str, keys: tuple[str, ...] = (), sequence: tuple[str, ...] = ()) -> list[Finding]:

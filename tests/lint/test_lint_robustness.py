@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from lint.checker import check_bytes
-from lint.cli import lint_command
+from upsertsink.lint.checker import check_bytes
+from upsertsink.lint.cli import lint_command
 
 
 def test_random_bytes_never_crash() -> None:
