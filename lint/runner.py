@@ -212,21 +212,18 @@ class Cache:
         return self.entries.get(digest)
 
     def put(self, digest: str, findings: list[Finding]) -> None:
-        self.entries[digest] = [
-            [
-                f.line,
-                f.column,
-                f.end_line,
-                f.end_column,
-                f.rule,
-                f.severity,
-                f.message,
-                f.target,
-                f.column_name,
-            ]
-            for f in findings
-        ]
+        self.entries[digest] = [f.to_cache() for f in findings]
         self.dirty = True
+
+    def findings(self, digest: str, path: str) -> list[Finding] | None:
+        """The cached findings of a file's content, or None (also for an entry of another shape)."""
+        rows = self.entries.get(digest)
+        if rows is None:
+            return None
+        try:
+            return [Finding.from_cache(path, row) for row in rows]
+        except (KeyError, TypeError):
+            return None
 
     def save(self) -> None:
         if not self.dirty:
@@ -322,10 +319,10 @@ def _lint_paths(
             per_file[shown] = [_parse_error(shown, 1, 1, f"cannot read the file: {exc.strerror}")]
             continue
         digest = hashlib.blake2b(data, digest_size=20).hexdigest() if cache is not None else ""
-        cached = cache.get(digest) if cache is not None else None
+        cached = cache.findings(digest, shown) if cache is not None else None
         if cached is not None:
             result.stats.cache_hits += 1
-            per_file[shown] = [Finding(shown, *row) for row in cached]
+            per_file[shown] = cached
             continue
         todo.append((shown, data, digest))
     items = [(shown, data, settings.keys, settings.sequence) for shown, data, _ in todo]

@@ -54,6 +54,9 @@ class SqlResult:
     rows: list[tuple[str, SqlPart]] = field(default_factory=list)  # (kind, part): where/limit/sample/on
     merge_keys: list[str] = field(default_factory=list)
     writes: list[tuple[str, SqlPart]] = field(default_factory=list)
+    # (column, table, "primary key" | "identity column") declared by CREATE TABLE
+    ddl_keys: list[tuple[str, str, str]] = field(default_factory=list)
+    tables_written: list[str] = field(default_factory=list)  # INSERT INTO / MERGE INTO / CREATE ... AS
 
 
 _FUNC_BY_CLASS = {
@@ -235,17 +238,48 @@ def _output_name(node) -> str:
 
 
 def _eq_columns(cond) -> list[str]:
+    """Columns compared with ``=`` to another column; ``s.rn = 1`` (a literal) is a filter, not a key."""
     exp = _exp()
     out: list[str] = []
     if cond is None:
         return out
     for eq in cond.find_all(exp.EQ):
+        if not (isinstance(eq.left, exp.Column) and isinstance(eq.right, exp.Column)):
+            continue
         for side in (eq.left, eq.right):
-            if isinstance(side, exp.Column):
-                name = column_name(side)
-                if name not in out:
-                    out.append(name)
+            name = column_name(side)
+            if name not in out:
+                out.append(name)
     return out
+
+
+def _table_name(node) -> str | None:
+    exp = _exp()
+    table = node if isinstance(node, exp.Table) else node.find(exp.Table) if node is not None else None
+    if table is None:
+        return None
+    return ".".join(p for p in (table.args.get("db") and table.db, table.name) if p) or None
+
+
+def _ddl(create, result: SqlResult) -> None:
+    """Key columns a CREATE TABLE declares: PRIMARY KEY (inline or as a constraint) and identity columns."""
+    exp = _exp()
+    schema = create.this
+    table = _table_name(schema) or "?"
+    if not isinstance(schema, exp.Schema):
+        return
+    for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef):
+            for c in item.args.get("constraints") or []:
+                kind = type(c.args.get("kind")).__name__
+                if kind == "PrimaryKeyColumnConstraint":
+                    result.ddl_keys.append((item.name, table, "primary key"))
+                elif kind == "GeneratedAsIdentityColumnConstraint":
+                    result.ddl_keys.append((item.name, table, "identity column"))
+        for pk in [item] if isinstance(item, exp.PrimaryKey) else item.find_all(exp.PrimaryKey):
+            for ident in pk.expressions:
+                name = ident.name if hasattr(ident, "name") else str(ident)
+                result.ddl_keys.append((name, table, "primary key"))
 
 
 def _select(sel, pos: _Positions, result: SqlResult) -> None:
@@ -301,13 +335,29 @@ def analyze_statements(text: str) -> SqlResult:
     try:
         trees = [t for t in sqlglot.parse(text, read="spark") if t is not None]
     except Exception:  # noqa: BLE001 - unparseable or templated SQL: nothing can be said
-        return SqlResult(ok=False)
+        try:  # Databricks DDL (GENERATED ... AS IDENTITY, constraints) parses with its own dialect
+            trees = [t for t in sqlglot.parse(text, read="databricks") if t is not None]
+        except Exception:  # noqa: BLE001
+            return SqlResult(ok=False)
     pos = _Positions(text)
     result = SqlResult(ok=True)
     for tree in trees:
         if isinstance(tree, exp.Merge):
+            name = _table_name(tree.this)
+            if name:
+                result.tables_written.append(name)
             _merge(tree, pos, result)
             continue
+        if isinstance(tree, exp.Create):
+            _ddl(tree, result)
+            if tree.expression is not None:
+                name = _table_name(tree.this)
+                if name:
+                    result.tables_written.append(name)
+        if isinstance(tree, exp.Insert):
+            name = _table_name(tree.this)
+            if name:
+                result.tables_written.append(name)
         # the outermost SELECTs produce the output columns; inner ones only decide rows / feed columns
         top = tree.find(exp.Select)
         for sel in tree.find_all(exp.Select):

@@ -83,6 +83,35 @@ class Rule:
 
     TARGETS: ClassVar[tuple[str, ...]] = ("key", "sequence", "column", "rows")
 
+    def message(self, reach: Any) -> str:
+        """The finding's message: what the source is, what it reaches, what that does to a replay, the fix.
+
+        ``reach`` is an :class:`upsertsink.lint.analysis.Reach` (source, target, column, others, rows)."""
+        src = reach.source
+        what = f"`{src.what}`" if not src.what.endswith(" in SQL") else f"`{src.what[:-7]}` in SQL text"
+        if src.via:
+            what = f"{what} inside {src.via}"
+        also = ""
+        if reach.others:
+            shown = ", ".join(f"`{o}`" for o in reach.others[:3])
+            also = f"; it also reaches {shown}{', ...' if len(reach.others) > 3 else ''}"
+        target, column = reach.target, reach.column
+        label = reach.key_label if target == "key" else _TARGET_TEXT[target]
+        if reach.rows:
+            if column == "*":
+                where = "it decides which rows are written (all columns)"
+            elif target == "sequence":
+                where = f"it decides which duplicate row survives (sequence column `{column}`)"
+            else:
+                where = f"it decides which rows are written ({label} `{column}`)"
+            consequence = _ROWS_CONSEQUENCE[target]
+            fix = self.advice("rows")
+        else:
+            where = f"it reaches {label} `{column}`"
+            consequence = _CONSEQUENCE[target]
+            fix = self.advice(target)
+        return f"{what} {self.verb}; {where}{also}: {consequence}. Fix: {fix}"
+
     def advice(self, target: str | None) -> str:
         """The fix advice for a finding that reaches ``target``."""
         if target in self.fix:
@@ -119,6 +148,24 @@ class Rule:
         return "\n".join(out).rstrip() + "\n"
 
 
+_TARGET_TEXT = {
+    "key": "merge key",
+    "sequence": "sequence column",
+    "column": "column",
+}
+_CONSEQUENCE = {
+    "key": "a replay computes different keys, so the upsert inserts new rows instead of overwriting the ones "
+    "the first run wrote (duplicates) and the rows of the first run are never replaced",
+    "sequence": "a replay computes a different sequence value, so the newer-wins check compares values that "
+    "no longer describe the data: stale rows can win and re-sent rows are not recognized as the same",
+    "column": "a replay writes different values into this column, so two runs of the same batch do not leave "
+    "the same table (legal, but replays are no longer byte-for-byte repeatable)",
+}
+_ROWS_CONSEQUENCE = {
+    "key": "a replay writes a different set of rows, and so of keys, than the first run",
+    "sequence": "a replay can keep a different row of each group, with a different sequence value",
+    "column": "a replay writes different rows than the first run",
+}
 _TARGET_LABEL = {
     "key": "reaching a merge key",
     "sequence": "reaching the sequence column",

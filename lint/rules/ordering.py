@@ -151,7 +151,10 @@ A single ordering column that is neither a key nor the sequence column may tie, 
 `row_number()` numbers them arbitrarily: the classic "keep the latest row per key" deduplication then keeps
 a different row on replay. The window is followed through variables (`w = Window.partitionBy(...)...`);
 a window that comes from elsewhere (a parameter) is not reported. The same check applies to `OVER (...)`
-clauses in SQL text.
+clauses in SQL text. `rank()`, `dense_rank()`, `percent_rank()` and `cume_dist()` give tied rows equal
+values and are not reported. When the window is partitioned by exactly the written key set (or a superset),
+keeping `rn = 1` picks one row per key: the keys are right and only the row's values depend on the order,
+so the finding is a warning, not an error.
 """,
     why="Among tied rows the numbering is arbitrary.",
     # rank(), dense_rank(), percent_rank() and cume_dist() give tied rows equal values: deterministic
@@ -172,7 +175,7 @@ clauses in SQL text.
             "w = Window.partitionBy('id').orderBy(F.col('updated_at').desc())\n"
             "latest = (df.withColumn('rn', F.row_number().over(w))\n"
             "          .filter(F.col('rn') == 1).drop('rn'))\n"
-            "UpsertSink('/t', ['id']).write(latest)\n",
+            "UpsertSink('/t', ['id', 'day']).write(latest)\n",
             4,
             31,
             "key",
@@ -217,10 +220,13 @@ DEDUP_SUBSET = Rule(
     "arbitrary.",
     description="""
 With a subset, Spark keeps one row per distinct subset value, and which one depends on the order rows reach
-the aggregation. The finding reaches the sequence column when one is known and not in the subset (the
-surviving row's sequence differs), otherwise a key outside the subset, otherwise all other columns.
-`dropDuplicates()` without a subset removes exact duplicates only and is deterministic. pandas'
-`drop_duplicates(..., keep=...)` is deterministic for a deterministic input order and is not reported.
+the aggregation. When the subset leaves out a key column, a replay can write a different set of keys: an
+error reaching that key. When the subset holds every key (deduplicating by exactly the written key set), the
+keys are right and only the surviving row's *values* are order-dependent: a warning (`column_name: "*"`).
+With no known keys, a sequence column outside the subset is reported as an error, else a warning.
+`dropDuplicates()` without a subset, and a subset that holds every selected column
+(`df.select("a", "b").dropDuplicates(["a", "b"])`), remove exact duplicates only and are deterministic.
+pandas' `drop_duplicates(..., keep=...)` is deterministic for a deterministic input order.
 """,
     why="A replay can keep a different row of each group.",
     method_hooks={
@@ -236,17 +242,31 @@ surviving row's sequence differs), otherwise a key outside the subset, otherwise
     invalid=(
         Invalid(
             "from upsertsink import UpsertSink\n"
+            "clean = df.dropDuplicates(['order_id'])\n"
+            "UpsertSink('/t', keys=['order_id', 'line_no'], sequence_by='version').write(clean)\n",
+            2,
+            12,
+            "key",
+            "line_no",
+        ),
+        Invalid(
+            "from upsertsink import UpsertSink\n"
             "clean = df.dropDuplicates(['id'])\n"
             "UpsertSink('/t', keys=['id'], sequence_by='version').write(clean)\n",
             2,
             12,
-            "sequence",
-            "version",
+            "column",
+            "*",
         ),
         Invalid("clean = pdf.drop_duplicates(subset=['id', 'day'])\n", 1, 13, "column", "*"),
     ),
     valid=(
         Valid("clean = df.dropDuplicates()\n", keys=("id",)),
+        Valid(
+            "pairs = df.select('id', 'tag').dropDuplicates(['id', 'tag'])\n"
+            "pairs.write.saveAsTable('id_tags')\n",
+            keys=("id",),
+        ),
         Valid("clean = pdf.drop_duplicates(subset=['id'], keep='last')\n", keys=("id",)),
     ),
 )
@@ -258,7 +278,8 @@ LIMIT = Rule(
     summary="`limit(n)` (or SQL `LIMIT n`) without an ordering before it.",
     description="""
 Without `orderBy`, `limit(n)` returns whichever n rows the first tasks produce. Limits that only feed an
-action that looks at the data (`show()`, `collect()`, `toPandas()`, `count()`...) are not reported. The
+action that looks at the data (`show()`, `collect()`, `toPandas()`, `count()`, `display(...)`...) are not
+reported, nor is `limit(0)` (it selects nothing, e.g. to take a schema). The
 ordering is searched along the method chain and through one variable (`ordered = df.orderBy(...)`;
 `ordered.limit(10)`).
 """,
@@ -282,6 +303,7 @@ ordering is searched along the method chain and through one variable (`ordered =
     valid=(
         Valid("batch = df.orderBy('id').limit(1000)\n", keys=("id",)),
         Valid("df.limit(20).show()\nprint(df.limit(5).collect())\n", keys=("id",)),
+        Valid("empty = df.limit(0)\nempty.write.saveAsTable('schema_only')\n", keys=("id",)),
     ),
 )
 

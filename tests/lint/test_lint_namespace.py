@@ -63,7 +63,8 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
     on_disk = {
         ".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "upsertsink").rglob("__init__.py")
     } | {
-        ".".join(("upsertsink", *p.parent.relative_to(REPO).parts)) for p in (REPO / "lint").rglob("__init__.py")
+        ".".join(("upsertsink", *p.parent.relative_to(REPO).parts))
+        for p in (REPO / "lint").rglob("__init__.py")
     }
     missing = on_disk - listed
     assert not missing, f"add {sorted(missing)} to [tool.setuptools] packages in pyproject.toml"
