@@ -256,33 +256,19 @@ _CONVENTIONAL = {
     "W": "pyspark.sql.window.Window",
     "Window": "pyspark.sql.window.Window",
 }
-# Methods (on a DataFrame, writer or table) that store data: a DataFrame reaching one of them is written.
+# Methods that store data wherever they are called; others (parquet, csv, append...) only after ``.write``.
 _WRITERS = {
-    "save",
     "saveAsTable",
     "insertInto",
     "toTable",
-    "start",
-    "execute",
-    "write",
-    "writeStream",
     "foreachBatch",
-    "createOrReplaceTempView",
-    "createOrReplaceGlobalTempView",
-    "createTempView",
-    "registerTempTable",
     "to_delta",
-    "to_parquet",
-    "to_csv",
-    "to_json",
     "to_table",
-    "writeTo",
-    "append",
-    "overwrite",
-    "create",
-    "createOrReplace",
-    "merge",
+    "to_sql",
+    "write_deltalake",
+    "execute",
 }
+_WRITE_ATTRS = {"write", "writeStream", "writeTo"}
 # Transformations whose result, thrown away as a statement of its own, writes nothing.
 _TRANSFORMS = {
     "select",
@@ -478,7 +464,6 @@ class ModuleAnalysis:
         self.root = root
         self.runs = list(runs)
         self.notebook = notebook
-        self.import_specs: set[str] = {f"%run:{r}" for r in self.runs}
         self.deps: dict[str, str] = {}  # files read for SQL text -> content digest
         # class scope -> attribute -> values bound to ``self.attr`` in its methods
         self.class_attrs: dict[int, dict[str, list[tuple[ast.AST, Scope]]]] = {}
@@ -496,7 +481,7 @@ class ModuleAnalysis:
         self._current: ast.Call | None = None  # the call _process_call is handling
         self._env: list[dict[str, PosText]] = []  # loop variables bound while evaluating a join
         self._holes = 0
-        self.writes_data = False  # the module stores data somewhere (then unused DataFrames are ignored)
+        self.writes_data = False  # the module stores data (a table, a dbt model): key-name patterns apply
         self.wants: set[str] = set()  # import-qualified names looked up in other files of the tree
         self.lines = lines
         self.keys: list[str] = list(keys)
@@ -564,6 +549,8 @@ class ModuleAnalysis:
             scope.bind(node.target.id, node.value)
         elif t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.Lambda:
             if t is not ast.Lambda:
+                if node.name == "model" and [a.arg for a in node.args.args[:1]] == ["dbt"]:
+                    self.writes_data = True  # a dbt Python model: its returned DataFrame is a table
                 scope.bind(node.name, None)
                 scope.funcs[node.name] = (node, Scope("function", scope, node))
                 fscope = scope.funcs[node.name][1]
@@ -607,7 +594,6 @@ class ModuleAnalysis:
                 scope.returns.append(node.value)
         elif t is ast.Import:
             for alias in node.names:
-                self.import_specs.add(alias.name)
                 if alias.asname:
                     scope.imports[alias.asname] = alias.name
                 else:
@@ -615,13 +601,11 @@ class ModuleAnalysis:
                     scope.imports[top] = top
         elif t is ast.ImportFrom:
             mod = "." * (node.level or 0) + (node.module or "")
-            self.import_specs.add(mod)
             for alias in node.names:
                 if alias.name == "*":
                     scope.star.append(mod)
                 else:
                     full = f"{mod}.{alias.name}" if node.module else f"{mod}{alias.name}"
-                    self.import_specs.add(full)  # the name may be a submodule
                     scope.imports[alias.asname or alias.name] = full
         elif t is ast.For or t is ast.AsyncFor or t is ast.comprehension:
             self._bind_target(node.target, node.iter, scope)
@@ -1071,7 +1055,7 @@ class ModuleAnalysis:
             text = entry["strings"][0]
         if text is None:
             return None
-        return PosText.at(text, self.span(node)[:2], [label] * len(text))
+        return PosText.at(text, self.span(node)[:2], [f"`{label}`"] * len(text))
 
     def _path_value(self, node: ast.AST, scope: Scope, depth: int = 0) -> str | None:
         """The file path an expression names (``Path(__file__).parent / "sql" / "merge.sql"``...)."""
@@ -1133,7 +1117,7 @@ class ModuleAnalysis:
         self.deps[str(found)] = hashlib.blake2b(data, digest_size=16).hexdigest()
         origins: list[str | None] = []
         for number, line in enumerate(text.splitlines(keepends=True), 1):
-            origins.extend([f"{label}:{number}"] * len(line))
+            origins.extend([f"`{label}` (line {number})"] * len(line))
         return PosText.at(text, self.span(call)[:2], origins)
 
     def const_strings(self, node: ast.AST | None, scope: Scope) -> list[str] | None:
@@ -1763,6 +1747,8 @@ class ModuleAnalysis:
                 self.sink_calls.append((call, scope))
                 self.writes_data = True
                 return
+            if func.id in _WRITERS:  # write_deltalake(path, df)
+                self.writes_data = True
             if self.lookup(func.id, scope) is None or self._is_import(func.id, scope):
                 ext = self.resolve_external(func, scope)
                 if ext is not None and ext[1] == "func":
@@ -1778,7 +1764,7 @@ class ModuleAnalysis:
             handler(self, call, scope)
         for hook in METHOD_HOOKS.get(m, ()):
             hook(self, call, scope)
-        if m in _WRITERS:
+        if m in _WRITERS or self._after_write(func.value):
             self.writes_data = True
         if m == "transform" and call.args:  # df.transform(helper): the helper's writes happen here
             ext = self.resolve_external(call.args[0], scope)
@@ -1788,6 +1774,20 @@ class ModuleAnalysis:
             ext = self.resolve_external(func, scope)
             if ext is not None and ext[1] == "func":
                 self._external_call(call, scope, ext)
+
+    @staticmethod
+    def _after_write(node: ast.AST) -> bool:
+        """Is ``node`` a ``df.write...`` / ``df.writeStream...`` / ``df.writeTo(...)`` chain?"""
+        for _ in range(30):
+            if type(node) is ast.Attribute:
+                if node.attr in _WRITE_ATTRS:
+                    return True
+                node = node.value
+            elif type(node) is ast.Call:
+                node = node.func
+            else:
+                return False
+        return False
 
     def _external_call(self, call: ast.Call, scope: Scope, ext: tuple[dict, str, str]) -> None:
         """A call of another file's function: the columns it writes are written here, its keys known here."""
@@ -1818,6 +1818,8 @@ class ModuleAnalysis:
 
     # ---- where tables are written and read, joins, dbt models
     def _on_table_write(self, call: ast.Call, scope: Scope) -> None:
+        if call.func.attr == "save" and not self._after_write(call.func.value):
+            return  # model.save(path), not a DataFrame writer
         self.writes_data = True
         arg = call.args[0] if call.args else self.kwarg(call, "name", "path", "tableName")
         names = self.const_strings(arg, scope) if arg is not None else None
@@ -2242,7 +2244,7 @@ class ModuleAnalysis:
                 entry = (0, "key", name, False)
             elif col_n in seq_n:
                 entry = (1, "sequence", name, False)
-            elif pattern is not None:
+            elif pattern is not None and self.writes_data:
                 entry = (0, "key", name, False)
                 self.key_labels.setdefault(
                     col_n, f"key-like column (its name matches key pattern `{pattern}`)"

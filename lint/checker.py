@@ -208,7 +208,7 @@ def check_bytes(
                 conv,
             )
         )
-    return FileResult(findings, True, summary, sorted(analysis.import_specs), dict(analysis.deps))
+    return FileResult(findings, True, summary, sorted(analysis.wants), dict(analysis.deps))
 
 
 def _located(f: Finding, conv: Converted | None) -> Finding:
