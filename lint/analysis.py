@@ -2245,7 +2245,7 @@ class ModuleAnalysis:
             elif col_n in seq_n:
                 entry = (1, "sequence", name, False)
             elif pattern is not None and self.writes_data:
-                entry = (0, "key", name, False)
+                entry = (0.2, "key", name, False)  # after a declared key: that explains more
                 self.key_labels.setdefault(
                     col_n, f"key-like column (its name matches key pattern `{pattern}`)"
                 )

@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from upsertsink.lint.analysis import ModuleAnalysis, Src, noqa_codes
 from upsertsink.lint.catalogue import has_trigger
+from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
 from upsertsink.lint.notebooks import (
     Converted,
     NotebookError,
@@ -88,7 +89,7 @@ class CheckOptions:
 
     keys: list[str] = field(default_factory=list)
     sequence: list[str] = field(default_factory=list)
-    key_patterns: list[str] = field(default_factory=list)
+    key_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_KEY_PATTERNS))
     origin: str | None = None  # the file's absolute path (to find .sql files it reads), if on disk
     root: str | None = None  # the project root (.sql files are looked up at most up to here)
     # summaries of the linted tree's modules this file imports or %runs: import spec -> summary
