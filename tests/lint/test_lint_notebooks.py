@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from upsertsink.lint.checker import check_bytes
 from upsertsink.lint.cli import lint_command
 from upsertsink.lint.notebooks import convert_databricks, convert_ipynb
@@ -35,9 +34,11 @@ NB = notebook(
     ("code", "!pip install -q delta-spark\n%load_ext autoreload\nfrom pyspark.sql import functions as F\n"),
     (
         "code",
-        "orders = spark.table('raw.orders')\n"
-        "orders = orders.withColumn('order_key', F.monotonically_increasing_id())\n"
-        "orders.write.mode('append').saveAsTable('dw.orders')\n",
+        (
+            "orders = spark.table('raw.orders')\n"
+            "orders = orders.withColumn('order_key', F.monotonically_increasing_id())\n"
+            "orders.write.mode('append').saveAsTable('dw.orders')\n"
+        ),
     ),
     ("code", "%%sql\nSELECT order_id,\n       current_timestamp() AS loaded_at\nFROM dw.orders\n"),
     ("code", "files = !ls /dbfs/landing\nfor f in files:\n    !echo {f}\n"),
