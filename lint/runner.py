@@ -421,6 +421,16 @@ class _Tree:
                     return found
         return None
 
+    def targets(self, f: _File) -> list[_File]:
+        """The linted files ``f`` looked up names in."""
+        out = []
+        for want in f.result.imports if f.result is not None else ():
+            spec = want.rpartition(".")[0]
+            target = self.resolve(f, spec) if spec else None
+            if target is not None:
+                out.append(target)
+        return out
+
     def externals(self, f: _File) -> dict[str, dict]:
         """Summaries of the linted files that define names ``f`` looked up: import spec -> summary."""
         out: dict[str, dict] = {}
@@ -496,6 +506,17 @@ def _lint_paths(
     # later rounds: files that use definitions of other linted files, with those files' summaries
     providers = {f.real.stem.encode() for f in tree_files if f.result is not None and f.result.summary}
     for _ in range(_MAX_ROUNDS):
+        # modules other files use but that the pre-filter skipped (a config module of constants): read them
+        unread = {
+            id(t): t
+            for f in tree_files
+            if f.result is not None
+            for t in tree.targets(f)
+            if t.result is not None and not t.result.parsed
+        }
+        for t in unread.values():
+            t.result, t.ext = _work((t.shown, t.data, _options(settings, t), False)), _NO_EXTERNALS
+            analyzed.add(id(t))
         again: list[tuple[_File, dict[str, dict]]] = []
         for f in tree_files:
             if f.result is None:
