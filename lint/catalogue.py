@@ -79,8 +79,6 @@ LOOK_ONLY_ACTIONS = frozenset(
         "toLocalIterator",
         "isEmpty",
         "toJSON",
-        "cache",
-        "persist",
     }
 )
 
