@@ -25,6 +25,7 @@ from upsertsink.lint.catalogue import (
     LOOK_ONLY_ACTIONS,
     METHOD_HOOKS,
     NOW_STRING_CALLS,
+    ORDER_CODE,
     ORDER_FIXING_FUNCTIONS,
     ORDER_INSENSITIVE_ARGS_OF,
     ORDER_METHODS,
@@ -39,7 +40,9 @@ from upsertsink.lint.catalogue import (
     SPARK_NO_ARG_ONLY,
     SPARK_ORDERED_OK,
     SPARK_RANKING,
+    UDF_CODE,
     UDF_FACTORIES,
+    WINDOW_TIES_CODE,
 )
 from upsertsink.lint.strings import PosText, literal_text
 
@@ -880,6 +883,9 @@ class ModuleAnalysis:
         if name == "dedent" and len(node.args) == 1:
             inner = self.str_value(node.args[0], scope)
             return inner.dedent() if inner is not None else None
+        returned = self._returned(node, scope)
+        if returned is not None:  # a helper or method that builds the text
+            return self.str_value(returned[0], returned[1])
         if type(func) is not ast.Attribute:
             if name == "str" and len(node.args) == 1:
                 return self.str_value(node.args[0], scope)
@@ -1300,7 +1306,7 @@ class ModuleAnalysis:
                 via=text.origin_of(site.start),
                 alt_line=alt,
             )
-            if site.window is not None and site.rule == "ND006":
+            if site.window is not None and site.rule == WINDOW_TIES_CODE:
                 self.window_partitions[src] = {_norm(c) for c in site.window[0]}
             out.add(src)
         for ref in part.refs:
@@ -1406,7 +1412,7 @@ class ModuleAnalysis:
                 and isinstance(first.value, str)
                 and first.value.lower() in ("now", "today")
             ):
-                return self.src("ND001", call)
+                return self.src(NOW_STRING_CALLS[q], call)
         mod, _, name = q.rpartition(".")
         if mod in PYTHON_MODULES:
             if name in PYTHON_RANDOM_NEUTRAL or mod in self.seeded:
@@ -1454,7 +1460,7 @@ class ModuleAnalysis:
                     x
                     for a in args
                     for x in self.taint(a, scope)
-                    if not (x.rule == "ND005" and (x.line, x.col, x.end_line, x.end_col) in fixed)
+                    if not (x.rule == ORDER_CODE and (x.line, x.col, x.end_line, x.end_col) in fixed)
                 )
                 for kw in call.keywords:
                     rest = rest | self.taint(kw.value, scope)
@@ -1465,7 +1471,7 @@ class ModuleAnalysis:
             m = func.attr
             if m == "over":
                 return frozenset(out | self._over_taint(call, scope))
-            if m in DF_METHODS:
+            if m in DF_METHODS and sname is None:  # F.coalesce(...) is a function, df.coalesce(2) a method
                 return EMPTY
             cls = self._self_class(func.value, scope)
             if cls is not None and m in cls.funcs:  # self.method(...): what the method returns
@@ -1505,14 +1511,14 @@ class ModuleAnalysis:
         out = set(self.taint(inner, scope))
         if name in SPARK_RANKING and spec is not None and ties:
             src = self.src(
-                "ND006", inner, what=f"{self.segment(inner.func, 40)}() over a window that may tie"
+                WINDOW_TIES_CODE, inner, what=f"{self.segment(inner.func, 40)}() over a window that may tie"
             )
             self.window_partitions[src] = {_norm(c) for c in spec[0]}
             out.add(src)
         elif name in SPARK_ORDERED_OK and spec is not None and not ties:
             own = self.span(inner)
             out = {
-                s for s in out if not (s.rule == "ND005" and (s.line, s.col, s.end_line, s.end_col) == own)
+                s for s in out if not (s.rule == ORDER_CODE and (s.line, s.col, s.end_line, s.end_col) == own)
             }
         for a in call.args:
             out |= self.taint(a, scope)
@@ -1603,7 +1609,7 @@ class ModuleAnalysis:
     def _as_udf(inner: frozenset, label: str) -> frozenset:
         return frozenset(
             Src(
-                "ND010",
+                UDF_CODE,
                 s.line,
                 s.col,
                 s.end_line,
@@ -1676,14 +1682,39 @@ class ModuleAnalysis:
         self.rows.append(effect)
 
     def _resolve_dict(self, node: ast.AST, scope: Scope) -> ast.AST:
-        """A dict literal, or the one dict literal a name is bound to."""
+        """A dict literal, or the one dict literal a name, ``self`` attribute or function returns."""
+        value = self._returned(node, scope)
+        if value is not None and type(value[0]) is ast.Dict:
+            return value[0]
         if type(node) is ast.Name:
             s = self.lookup(node.id, scope)
             if s is not None and node.id in s.assigns:
                 values = [v for v in s.assigns[node.id] if v is not None]
                 if len(values) == 1 and type(values[0]) is ast.Dict:
                     return values[0]
+        if type(node) is ast.Attribute:
+            bound = self._attr_values(node, scope)
+            if bound is not None and len(bound) == 1 and type(bound[0][0]) is ast.Dict:
+                return bound[0][0]
         return node
+
+    def _returned(self, node: ast.AST, scope: Scope) -> tuple[ast.AST, Scope] | None:
+        """The single expression a call of a local function or of ``self.method()`` returns."""
+        if type(node) is not ast.Call:
+            return None
+        func = node.func
+        fn_scope: Scope | None = None
+        if type(func) is ast.Name:
+            s = self.lookup(func.id, scope)
+            if s is not None and func.id in s.funcs:
+                fn_scope = s.funcs[func.id][1]
+        elif type(func) is ast.Attribute:
+            cls = self._self_class(func.value, scope)
+            if cls is not None and func.attr in cls.funcs:
+                fn_scope = cls.funcs[func.attr][1]
+        if fn_scope is None or len(fn_scope.returns) != 1:
+            return None
+        return fn_scope.returns[0], fn_scope
 
     # ---- the API rule hooks use (see rules/base.py)
     def source(self, rule: str, node: ast.AST, what: str | None = None, span: Span | None = None) -> Src:
@@ -2012,7 +2043,7 @@ class ModuleAnalysis:
                 if not names or type(v) is not ast.Constant or not isinstance(v.value, str):
                     continue
                 rule = SPARK_FUNCTIONS.get(v.value.lower())
-                if rule is not None and rule == "ND005":
+                if rule is not None and rule == ORDER_CODE:
                     own = self.src(rule, v, what=f"agg({{{names[0]!r}: {v.value!r}}})")
                     w = Write(f"{v.value.lower()}({names[0]})", scope, None, None, a, own=own)
                     self.writes.append(w)

@@ -53,6 +53,17 @@ ORDER_INSENSITIVE_ARGS_OF: frozenset[str] = _union("order_insensitive_args_of")
 ORDER_FIXING_FUNCTIONS: frozenset[str] = _union("order_fixing_functions")
 UDF_FACTORIES: frozenset[str] = _union("udf_factories")
 
+
+def owner(attr: str) -> str:
+    """The code of the rule whose catalogue holds the ``attr`` entries (``window_functions`` -> ND006)."""
+    return next(rule.code for rule in ALL_RULES if getattr(rule.catalogue, attr))
+
+
+SQL_CLAUSES: dict[str, str] = _by_code("sql_clauses")  # "limit" -> its rule code
+WINDOW_TIES_CODE = owner("window_functions")  # a numbering over an ordering that may tie
+ORDER_CODE = owner("order_insensitive_args_of")  # an order-dependent aggregate
+UDF_CODE = owner("udf_factories")  # a source inside a Python UDF
+
 # DataFrame method name -> the detectors of the rules that look at that method.
 METHOD_HOOKS: dict[str, tuple] = {}
 for _rule in ALL_RULES:

@@ -20,6 +20,8 @@ from upsertsink.lint.catalogue import (
     SPARK_NO_ARG_ONLY,
     SPARK_ORDERED_OK,
     SPARK_RANKING,
+    SQL_CLAUSES,
+    WINDOW_TIES_CODE,
 )
 
 
@@ -201,7 +203,9 @@ def _part(node, pos: _Positions) -> SqlPart:
                     _cols((window.args.get("order") or exp.Order()).expressions),
                 )
                 start, end = pos.locate(sub, name)
-                rule = SPARK_FUNCTIONS.get(name, "ND006") if name not in SPARK_RANKING else "ND006"
+                rule = (
+                    WINDOW_TIES_CODE if name in SPARK_RANKING else SPARK_FUNCTIONS.get(name, WINDOW_TIES_CODE)
+                )
                 part.sites.append(SqlSite(rule, name, start, end, spec))
                 continue
             if name in SPARK_RANKING:
@@ -295,11 +299,13 @@ def _select(sel, pos: _Positions, result: SqlResult) -> None:
     limit = sel.args.get("limit")
     if limit is not None and sel.args.get("order") is None:
         start, end = pos.locate(limit, "limit")
-        result.rows.append(("limit", SqlPart(sites=[SqlSite("ND008", "LIMIT", start, end)])))
+        result.rows.append(("limit", SqlPart(sites=[SqlSite(SQL_CLAUSES["limit"], "LIMIT", start, end)])))
     for sample in sel.find_all(exp.TableSample):
         if sample.args.get("seed") is None:
             start, end = pos.locate(sample, "tablesample")
-            result.rows.append(("sample", SqlPart(sites=[SqlSite("ND009", "TABLESAMPLE", start, end)])))
+            result.rows.append(
+                ("sample", SqlPart(sites=[SqlSite(SQL_CLAUSES["tablesample"], "TABLESAMPLE", start, end)]))
+            )
 
 
 def _merge(merge, pos: _Positions, result: SqlResult) -> None:

@@ -4,9 +4,10 @@ messages, documentation and examples.
 Like Fixit's rules, every rule lists VALID and INVALID code examples next to its detector. They are the
 rule's tests (tests/lint/test_lint_rules.py runs each through the real analyzer) and its documentation
 (``--explain`` and docs/rules.md print them). Like ruff's one-file rules, a rule module holds everything
-about its rule: what it finds (the catalogue entries below), how (the ``method_hooks`` and ``over_hook``
-detectors, called by the shared data flow in ``analysis.py``), what it says (``verb`` and ``fix``), and why.
-The shared flow (scopes, bindings, taint to columns, SQL) knows no rule by name.
+about its rule: what it finds (its ``catalogue`` entries), how (its ``method_hooks``, detectors the shared
+data flow in ``analysis.py`` calls for every matching method call; catalogue-only rules are evaluated by the
+flow itself), what it says (``verb``, ``fix`` and :meth:`Rule.message`), and why. The shared flow (scopes,
+bindings, taint to columns, SQL) names no rule code.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Catalogue:
     order_insensitive_args_of: frozenset[str] = frozenset()  # only their element order is arbitrary
     order_fixing_functions: frozenset[str] = frozenset()  # make that element order irrelevant
     udf_factories: frozenset[str] = frozenset()
+    sql_clauses: frozenset[str] = frozenset()  # SQL clauses that choose rows (``limit``, ``tablesample``)
     trigger_words: frozenset[str] = frozenset()  # other words that must make the pre-filter analyze a file
 
 

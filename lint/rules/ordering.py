@@ -285,6 +285,7 @@ ordering is searched along the method chain and through one variable (`ordered =
 """,
     why="A replay can write a different subset of rows.",
     method_hooks={"limit": _limit_hook},
+    catalogue=Catalogue(sql_clauses=frozenset({"limit"})),
     fix={
         "rows": "order before limiting with a tie-free ordering: `df.orderBy('id').limit(n)`.",
         "column": "order before limiting with a tie-free ordering.",
@@ -320,7 +321,7 @@ seed.
 """,
     why="A replay writes a different sample.",
     method_hooks={"sample": _sample_hook, "sampleBy": _sample_hook, "randomSplit": _sample_hook},
-    catalogue=Catalogue(trigger_words=frozenset({"tablesample"})),
+    catalogue=Catalogue(sql_clauses=frozenset({"tablesample"}), trigger_words=frozenset({"tablesample"})),
     fix={
         "rows": "seed the sampler (`df.sample(fraction=0.1, seed=42)`), or select rows by a hash of their key.",
         "column": "seed the sampler.",
