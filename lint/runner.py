@@ -514,9 +514,12 @@ def _lint_paths(
             for t in tree.targets(f)
             if t.result is not None and not t.result.parsed
         }
-        for t in unread.values():
-            t.result, t.ext = _work((t.shown, t.data, _options(settings, t), False)), _NO_EXTERNALS
-            analyzed.add(id(t))
+        if unread:
+            targets = list(unread.values())
+            items = [(t.shown, t.data, _options(settings, t), False) for t in targets]
+            for t, res in zip(targets, _run_items(items, jobs, _no_progress, result.stats), strict=True):
+                t.result, t.ext = res, _NO_EXTERNALS
+                analyzed.add(id(t))
         again: list[tuple[_File, dict[str, dict]]] = []
         for f in tree_files:
             if f.result is None:
@@ -529,8 +532,10 @@ def _lint_paths(
                 again.append((f, externals))
         if not again:
             break
-        for f, externals in again:
-            res = _work((f.shown, f.data, _options(settings, f, externals), False))
+        items = [(f.shown, f.data, _options(settings, f, externals), False) for f, externals in again]
+        for (f, externals), res in zip(
+            again, _run_items(items, jobs, _no_progress, result.stats), strict=True
+        ):
             f.result, f.ext = res, _ext_hash(externals)
             analyzed.add(id(f))
     for f in tree_files:
