@@ -24,6 +24,7 @@ from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.catalogue import (
     LOOK_ONLY_ACTIONS,
     METHOD_HOOKS,
+    METHOD_SOURCES,
     NOW_STRING_CALLS,
     ORDER_CODE,
     ORDER_FIXING_FUNCTIONS,
@@ -1469,6 +1470,8 @@ class ModuleAnalysis:
                 return frozenset(out)
         if ft is ast.Attribute:
             m = func.attr
+            if m in METHOD_SOURCES:
+                out.add(self.src(METHOD_SOURCES[m], call, what=f"{m}()", span=self.method_span(call)))
             if m == "over":
                 return frozenset(out | self._over_taint(call, scope))
             if m in DF_METHODS and sname is None:  # F.coalesce(...) is a function, df.coalesce(2) a method
@@ -1638,24 +1641,29 @@ class ModuleAnalysis:
         return False
 
     def ordered_before(self, node: ast.AST, scope: Scope, depth: int = 0) -> bool:
+        """Is the DataFrame expression ordered (``orderBy``/``sort`` earlier in its chain or its variable)?"""
+        return self.ordering(node, scope, depth) is not None
+
+    def ordering(self, node: ast.AST, scope: Scope, depth: int = 0) -> tuple[ast.Call, Scope] | None:
+        """The ``orderBy``/``sort`` call that orders the DataFrame expression, if any."""
         while depth < 50:
             depth += 1
             t = type(node)
             if t is ast.Call and type(node.func) is ast.Attribute:
                 if node.func.attr in ORDER_METHODS:
-                    return True
+                    return node, scope
                 node = node.func.value
             elif t is ast.Name:
                 s = self.lookup(node.id, scope)
                 if s is None or node.id not in s.assigns:
-                    return False
+                    return None
                 values = [v for v in s.assigns[node.id] if v is not None]
                 if len(values) != 1 or values[0] is node:
-                    return False
+                    return None
                 node, scope = values[0], s
             else:
-                return False
-        return False
+                return None
+        return None
 
     def _sql_arg(self, node: ast.AST, scope: Scope) -> PosText | None:
         text = self.str_value(node, scope)
@@ -1722,10 +1730,16 @@ class ModuleAnalysis:
         return self.src(rule, node, what, span)
 
     def add_row_effect(
-        self, kind: str, scope: Scope, own: Src | None = None, subset: list[str] | None = None
+        self,
+        kind: str,
+        scope: Scope,
+        own: Src | None = None,
+        subset: list[str] | None = None,
+        expr: ast.AST | None = None,
     ) -> None:
-        """Record that the code decides which rows are written (filter, limit, sample, dedup)."""
-        self._row(RowEffect(kind, scope, own=own, subset=subset))
+        """Record that the code decides which rows are written (filter, limit, sample, dedup); ``expr``
+        is an expression whose sources decide them too (the ordering before a limit)."""
+        self._row(RowEffect(kind, scope, expr=expr, own=own, subset=subset))
 
     def selects_only(self, node: ast.AST, scope: Scope, columns: list[str]) -> bool:
         """Does the DataFrame expression ``node`` hold only ``columns`` (its nearest select lists no other)?"""
@@ -1846,6 +1860,74 @@ class ModuleAnalysis:
                 self._by_column.setdefault(_norm(column), []).append(w)
         for k in entry.get("keys", ()):
             self.ext_keys.append((k, scope))
+
+    def _on_to_df(self, call: ast.Call, scope: Scope) -> None:
+        """``rdd.zipWithIndex().map(...).toDF([..., "row_id"])`` / ``createDataFrame(rdd, [..., "row_id"])``:
+        the position index (appended last by convention) becomes the last named column."""
+        m = call.func.attr
+        if m == "toDF":
+            receiver, names_nodes = call.func.value, list(call.args)
+        elif len(call.args) > 1:
+            receiver, names_nodes = call.args[0], [call.args[1]]
+        else:
+            return
+        sources = self._numbering_sources(receiver, scope)
+        if not sources:
+            return
+        last = None
+        for node in names_nodes:
+            while type(node) is ast.BinOp and isinstance(node.op, ast.Add):
+                node = node.right
+            names = self.const_strings(node, scope)
+            if names:
+                last = names[-1]
+        if last is not None:
+            for src in sources:
+                w = Write(last, scope, None, None, call, own=src, anchor=call)
+                self.writes.append(w)
+                self._by_column.setdefault(_norm(last), []).append(w)
+
+    def _numbering_sources(self, node: ast.AST, scope: Scope) -> list[Src]:
+        out: list[Src] = []
+        for _ in range(30):
+            t = type(node)
+            if t is ast.Call and type(node.func) is ast.Attribute:
+                if node.func.attr in METHOD_SOURCES:
+                    out.append(
+                        self.src(
+                            METHOD_SOURCES[node.func.attr],
+                            node,
+                            what=f"{node.func.attr}()",
+                            span=self.method_span(node),
+                        )
+                    )
+                node = node.func.value
+            elif t is ast.Attribute:
+                node = node.value
+            elif t is ast.Name:
+                value = self._single_value(node, scope)
+                if value is None:
+                    break
+                node, scope = value
+            else:
+                break
+        return out
+
+    def _on_option(self, call: ast.Call, scope: Scope) -> None:
+        """``.option("replaceWhere", "...")`` on a writer: the predicate decides which rows are replaced."""
+        if len(call.args) < 2 or self.const_strings(call.args[0], scope) != ["replaceWhere"]:
+            return
+        self._condition_effect(call.args[1], scope)
+
+    def _on_add_column(self, call: ast.Call, scope: Scope) -> None:
+        """``DeltaTable.create(spark)...addColumn("id", ..., generatedAlwaysAs=IdentityGenerator())``."""
+        gen = self.kwarg(call, "generatedAlwaysAs", "generatedByDefaultAs")
+        if type(gen) is not ast.Call or not call.args:
+            return
+        name = gen.func.attr if type(gen.func) is ast.Attribute else getattr(gen.func, "id", "")
+        names = self.const_strings(call.args[0], scope)
+        if name == "IdentityGenerator" and names:
+            self.ddl_keys.append((names[0], "?", "identity column"))
 
     # ---- where tables are written and read, joins, dbt models
     def _on_table_write(self, call: ast.Call, scope: Scope) -> None:
@@ -2140,7 +2222,7 @@ class ModuleAnalysis:
             for k in self.const_strings(self.kwarg(call, "unique_key"), scope) or []:
                 self.learn_key(k, "unique key of the dbt model", scope)
         for column, table, what in self.ddl_keys:
-            self.learn_key(column, f"{what} of table `{table}`", None)
+            self.learn_key(column, f"{what} of table `{table}`" if table != "?" else what, None)
         for k, scope in self.ext_keys:
             self.learn_key(k, "merge key", scope)
         for call, scope in self.joins:
@@ -2503,6 +2585,10 @@ _FLOW = {
     "forPath": ModuleAnalysis._on_delta_table,
     "join": ModuleAnalysis._on_join,
     "config": ModuleAnalysis._on_dbt_config,
+    "toDF": ModuleAnalysis._on_to_df,
+    "createDataFrame": ModuleAnalysis._on_to_df,
+    "option": ModuleAnalysis._on_option,
+    "addColumn": ModuleAnalysis._on_add_column,
     **{m: ModuleAnalysis._on_merge_map for m in _MERGE_MAP_METHODS},
     **{
         m: ModuleAnalysis._on_merge_delete

@@ -60,6 +60,9 @@ def owner(attr: str) -> str:
 
 
 SQL_CLAUSES: dict[str, str] = _by_code("sql_clauses")  # "limit" -> its rule code
+METHOD_SOURCES: dict[str, str] = _by_code(
+    "method_sources"
+)  # "zipWithIndex" -> its rule code  # "limit" -> its rule code
 WINDOW_TIES_CODE = owner("window_functions")  # a numbering over an ordering that may tie
 ORDER_CODE = owner("order_insensitive_args_of")  # an order-dependent aggregate
 UDF_CODE = owner("udf_factories")  # a source inside a Python UDF
@@ -132,6 +135,7 @@ TRIGGER_WORDS: frozenset[str] = frozenset(
     | set(METHOD_HOOKS)
     | {name.rsplit(".", 1)[1] for name in (*PYTHON_CALLS, *PYTHON_CALLS_NO_ARGS, *PYTHON_CALLS_ONE_ARG)}
     | _union("trigger_words")
+    | set(METHOD_SOURCES)
     | {".sql"}
 )
 # Checked as plain substrings of the lower-cased bytes (memchr-speed), the most frequent words first so a

@@ -36,7 +36,10 @@ class Catalogue:
     order_insensitive_args_of: frozenset[str] = frozenset()  # only their element order is arbitrary
     order_fixing_functions: frozenset[str] = frozenset()  # make that element order irrelevant
     udf_factories: frozenset[str] = frozenset()
-    sql_clauses: frozenset[str] = frozenset()  # SQL clauses that choose rows (``limit``, ``tablesample``)
+    sql_clauses: frozenset[str] = frozenset()
+    method_sources: frozenset[str] = (
+        frozenset()
+    )  # methods whose result is a source on any receiver  # SQL clauses that choose rows (``limit``, ``tablesample``)
     trigger_words: frozenset[str] = frozenset()  # other words that must make the pre-filter analyze a file
 
 

@@ -69,6 +69,8 @@ files are rewritten (compaction, OPTIMIZE).
                 "input_file_block_length",
             }
         ),
+        # RDD row numbering by position: rdd.zipWithIndex().map(...).toDF([..., "row_id"])
+        method_sources=frozenset({"zipWithIndex", "zipWithUniqueId"}),
     ),
     fix={
         "key": "derive the key from source columns, e.g. `sha2(concat_ws('|', col_a, col_b), 256)`, not from "

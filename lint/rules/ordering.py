@@ -32,7 +32,13 @@ def _limit_hook(ana: Any, call: ast.Call, scope: Any) -> None:
     first = call.args[0]
     if type(first) is ast.Constant and first.value == 0:
         return
-    if ana.ordered_before(call.func.value, scope):
+    ordered = ana.ordering(call.func.value, scope)
+    if ordered is not None:
+        order_call, order_scope = ordered
+        # orderBy(F.rand()).limit(n) is a random sample: the ordering's sources decide the rows
+        keys = ast.Tuple(elts=list(order_call.args), ctx=ast.Load())
+        if ana.taint(keys, order_scope):
+            ana.add_row_effect("limit", order_scope, expr=keys)
         return
     own = ana.source("ND008", call, what=f"{call.func.attr}() without orderBy", span=ana.method_span(call))
     ana.add_row_effect("limit", scope, own=own)

@@ -240,3 +240,43 @@ def test_dataframes_only_displayed_or_evaluated_give_nothing() -> None:
     kept = df.withColumn("k", F.rand())
     """
     assert summary(lint_code(code, keys=("id", "k"))) == [("ND002", 9, 27, "key", "k")]
+
+
+def test_random_ordering_before_a_limit_is_a_sample() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    from upsertsink import UpsertSink
+    sample = df.orderBy(F.rand()).limit(1000)
+    top = df.orderBy(F.col("score").desc(), "id").limit(10)
+    display(df.orderBy(F.rand()).limit(5))
+    UpsertSink("/t", keys=["id"]).write(sample.unionByName(top))
+    """
+    findings = lint_code(code)
+    assert summary(findings) == [("ND002", 4, 21, "key", "id")]
+    assert "decides which rows are written" in findings[0].message
+
+
+def test_rdd_zip_with_index_names_the_appended_column() -> None:
+    code = """
+    indexed = df.rdd.zipWithIndex().map(lambda p: (*p[0], p[1])).toDF(df.columns + ["row_num"])
+    indexed.write.saveAsTable("dw.numbered")
+    """
+    assert summary(lint_code(code, keys=("row_num",))) == [("ND004", 2, 18, "key", "row_num")]
+
+
+def test_replace_where_and_identity_columns_of_the_table_builder() -> None:
+    code = """
+    import datetime
+    from delta.tables import DeltaTable, IdentityGenerator
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+    (DeltaTable.createIfNotExists(spark).tableName("dw.dim")
+        .addColumn("dim_id", dataType=LongType(), generatedAlwaysAs=IdentityGenerator()).execute())
+    dim = src.withColumn("dim_id", F.uuid())
+    dim.write.format("delta").mode("overwrite").option(
+        "replaceWhere", f"day = '{datetime.date.today()}'"
+    ).saveAsTable("dw.dim")
+    """
+    findings = lint_code(code, key_patterns=())
+    assert summary(findings) == [("ND003", 8, 32, "key", "dim_id"), ("ND001", 10, 31, "key", "dim_id")]
+    assert "identity column `dim_id`" in findings[0].message

@@ -155,11 +155,17 @@ def test_odd_notebooks_never_crash() -> None:
         lambda src: {"cell_type": "markdown", "source": src},
         lambda src: {"cell_type": "code"},
         lambda src: "not a cell",
-        lambda src: {"cell_type": "code", "source": src, "metadata": {"application/vnd.databricks.v1+cell": 3}},
+        lambda src: {
+            "cell_type": "code",
+            "source": src,
+            "metadata": {"application/vnd.databricks.v1+cell": 3},
+        },
     ]
     for _ in range(200):
         cells = [rng.choice(shapes)(rng.choice(sources)) for _ in range(rng.randrange(0, 6))]
-        doc = rng.choice([{"cells": cells}, {"cells": cells, "metadata": {"kernelspec": {"language": "sql"}}}])
+        doc = rng.choice(
+            [{"cells": cells}, {"cells": cells, "metadata": {"kernelspec": {"language": "sql"}}}]
+        )
         result = check_bytes("nb.ipynb", json.dumps(doc).encode(), ["id"], [])
         for f in result.findings:
             assert f.line >= 1 and f.column >= 1
@@ -183,5 +189,7 @@ def test_odd_databricks_exports_never_crash() -> None:
         "",
     ]
     for _ in range(200):
-        text = "# Databricks notebook source\n" + "\n".join(rng.choice(lines) for _ in range(rng.randrange(20)))
+        text = "# Databricks notebook source\n" + "\n".join(
+            rng.choice(lines) for _ in range(rng.randrange(20))
+        )
         check_bytes("export.py", text.encode(), ["id"], [])
