@@ -13,10 +13,12 @@ cost 1.6x the parse. The linter never rewrites code, so the concrete syntax tree
 from __future__ import annotations
 
 import ast
+import bisect
 import fnmatch
 import hashlib
 import posixpath
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +43,7 @@ from upsertsink.lint.catalogue import (
     SPARK_NO_ARG_ONLY,
     SPARK_ORDERED_OK,
     SPARK_RANKING,
+    TRIGGER_BYTES,
     UDF_CODE,
     UDF_FACTORIES,
     WINDOW_TIES_CODE,
@@ -252,6 +255,8 @@ _ROW_METHODS = {
     "drop_duplicates",
     "dropDuplicatesWithinWatermark",
 }
+_TRIGGER_RE = re.compile("|".join(re.escape(w.decode()) for w in TRIGGER_BYTES))
+_STDLIB = frozenset(sys.stdlib_module_names) - {"", "__future__"}
 _SPARK_PREFIXES = ("pyspark", "delta", "deltalake", "upsertsink", "datetime", "time", "uuid", "random", "os")
 # Names a notebook (or a module that %runs another) uses without importing them: pyspark's conventions.
 _CONVENTIONAL = {
@@ -485,6 +490,7 @@ class ModuleAnalysis:
         self._current: ast.Call | None = None  # the call _process_call is handling
         self._env: list[dict[str, PosText]] = []  # loop variables bound while evaluating a join
         self._holes = 0
+        self._trigger_lines: list[int] | None = None
         self.writes_data = False  # the module stores data (a table, a dbt model): key-name patterns apply
         self.wants: set[str] = set()  # import-qualified names looked up in other files of the tree
         self.lines = lines
@@ -683,7 +689,7 @@ class ModuleAnalysis:
         if not q:
             return None
         mod, _, name = q.rpartition(".")
-        if not mod or mod.startswith(_SPARK_PREFIXES):
+        if not mod or mod.startswith(_SPARK_PREFIXES) or mod.split(".", 1)[0] in _STDLIB:
             return None
         self.wants.add(q)
         summary = self.externals.get(mod)
@@ -705,7 +711,7 @@ class ModuleAnalysis:
         s: Scope | None = scope
         while s is not None:
             for mod in s.star:
-                if mod.startswith(_SPARK_PREFIXES):
+                if mod.startswith(_SPARK_PREFIXES) or mod.split(".", 1)[0] in _STDLIB:
                     continue
                 self.wants.add(f"{mod}.{name}")
                 summary = self.externals.get(mod)
@@ -2336,14 +2342,16 @@ class ModuleAnalysis:
         self._collect_keys()
         for cond, scope in self.merge_conds:
             self._condition_effect(cond, scope)
-        if True:  # DataFrames that are thrown away or only looked at give nothing
-            kept = [w for w in self.writes if not self._discarded(w.anchor)]
-            if len(kept) != len(self.writes):
-                self.writes = kept
-                self._by_column = {}
-                for w in kept:
-                    self._by_column.setdefault(_norm(w.column), []).append(w)
-            self.rows = [r for r in self.rows if not self._discarded(r.anchor)]
+        # DataFrames that are thrown away or only looked at give nothing (asked only where a source is)
+        kept = [w for w in self.writes if not (self.column_taint(w.column) and self._discarded(w.anchor))]
+        rows = [r for r in self.rows if not (self.write_taint(r) and self._discarded(r.anchor))]
+        if len(kept) != len(self.writes) or len(rows) != len(self.rows):
+            self.writes, self.rows = kept, rows
+            self._by_column = {}
+            for w in kept:
+                self._by_column.setdefault(_norm(w.column), []).append(w)
+            # taint computed over the writes before filtering is stale
+            self._memo, self._col_memo, self._fn_memo = {}, {}, {}
         keys_n = [_norm(k) for k in self.keys]
         seq_n = [_norm(s) for s in self.sequence]
         reach: dict[Src, list[tuple[float, str, str, bool]]] = {}
@@ -2455,10 +2463,17 @@ class ModuleAnalysis:
         return out
 
     def _mentions_trigger(self, fn: ast.AST) -> bool:
-        from upsertsink.lint.catalogue import has_trigger
-
-        first, last = fn.lineno - 1, (fn.end_lineno or fn.lineno)
-        return has_trigger("".join(self.lines[first:last]).encode("utf-8", "replace"))
+        """Does the function's text name any catalogue word (else its return value carries no source)?"""
+        if self._trigger_lines is None:
+            text = "".join(self.lines).lower()
+            starts = [0]
+            for line in self.lines:
+                starts.append(starts[-1] + len(line))
+            self._trigger_lines = sorted(
+                {bisect.bisect_right(starts, m.start()) for m in _TRIGGER_RE.finditer(text)}
+            )
+        i = bisect.bisect_left(self._trigger_lines, fn.lineno)
+        return i < len(self._trigger_lines) and self._trigger_lines[i] <= (fn.end_lineno or fn.lineno)
 
     def _row_target(self, effect: RowEffect, src: Src) -> tuple[float, str, str, bool]:
         # a row choice ranks just after a direct reach of the same target: the direct one explains more

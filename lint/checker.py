@@ -94,12 +94,13 @@ class CheckOptions:
     root: str | None = None  # the project root (.sql files are looked up at most up to here)
     # summaries of the linted tree's modules this file imports or %runs: import spec -> summary
     externals: dict[str, dict] = field(default_factory=dict)
+    summarize: bool = False  # also compute what the file gives other files (only asked for files others use)
 
 
 @dataclass
 class FileResult:
     """Findings of one file plus what it cost (parsed, or skipped by the pre-filter), what it exports to
-    other files (``summary``), what it imports (``imports``: specs such as ``helpers``, ``.util`` or
+    other files (``summary``; None when not asked for), what it imports (``imports``: specs such as ``helpers``, ``.util`` or
     ``%run:./setup``) and the other files its findings depend on (``deps``: .sql path -> content digest)."""
 
     findings: list[Finding]
@@ -179,7 +180,7 @@ def check_bytes(
             notebook=conv is not None,
         )
         raw = analysis.run()
-        summary = analysis.summary()
+        summary = analysis.summary() if opts.summarize else None
     except RecursionError:
         return FileResult([_parse_error(path, 1, 1, "the code is nested too deeply to analyze")], True)
     findings: list[Finding] = []

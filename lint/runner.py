@@ -367,6 +367,7 @@ class _File:
     digest: str
     result: FileResult | None = None
     ext: str = ""
+    summarize: bool = False  # other files use it: compute its summary whenever it is analyzed
 
 
 _MAX_ROUNDS = 4
@@ -378,12 +379,20 @@ class _Tree:
 
     def __init__(self, files: list[_File]) -> None:
         self.by_real = {f.real: f for f in files}
+        self._resolved: dict[tuple[Path, str], _File | None] = {}
         self.names: set[str] = set()
         for f in files:
             self.names.update(f.real.parts)
             self.names.add(f.real.stem)
 
     def resolve(self, importer: _File, spec: str) -> _File | None:
+        """The linted file an import spec (``helpers``, ``..util``, ``%run:./setup``) names, if any."""
+        key = (importer.real, spec)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(importer, spec)
+        return self._resolved[key]
+
+    def _resolve(self, importer: _File, spec: str) -> _File | None:
         if spec.startswith("%run:"):
             target = spec[5:].strip()
             candidates = []
@@ -423,13 +432,8 @@ class _Tree:
 
     def targets(self, f: _File) -> list[_File]:
         """The linted files ``f`` looked up names in."""
-        out = []
-        for want in f.result.imports if f.result is not None else ():
-            spec = want.rpartition(".")[0]
-            target = self.resolve(f, spec) if spec else None
-            if target is not None:
-                out.append(target)
-        return out
+        specs = {want.rpartition(".")[0] for want in (f.result.imports if f.result is not None else ())}
+        return [t for t in (self.resolve(f, spec) for spec in specs if spec) if t is not None]
 
     def externals(self, f: _File) -> dict[str, dict]:
         """Summaries of the linted files that define names ``f`` looked up: import spec -> summary."""
@@ -450,7 +454,9 @@ class _Tree:
 
 
 def _options(settings: Settings, f: _File, externals: dict[str, dict] | None = None) -> CheckOptions:
+    f.summarize = f.summarize or (f.result is not None and f.result.summary is not None)
     return CheckOptions(
+        summarize=f.summarize,
         keys=list(settings.keys),
         sequence=list(settings.sequence),
         key_patterns=list(settings.key_patterns),
@@ -504,18 +510,26 @@ def _lint_paths(
     analyzed = _analyze(todo, settings, {}, jobs, progress, result.stats, prefilter=True)
     tree = _Tree(tree_files)
     # later rounds: files that use definitions of other linted files, with those files' summaries
-    providers = {f.real.stem.encode() for f in tree_files if f.result is not None and f.result.summary}
+    # a file the pre-filter skipped may still use another file's values: read it when it imports one by name
+    stems = {f.real.stem.encode() for f in tree_files if f.real.stem != "__init__"}
+    for f in tree_files:
+        skipped = f.result is not None and not f.result.parsed
+        if skipped and (b"import" in f.data or b"%run" in f.data) and any(s in f.data for s in stems):
+            f.result = _work((f.shown, f.data, _options(settings, f), False))
+            analyzed.add(id(f))
     for _ in range(_MAX_ROUNDS):
-        # modules other files use but that the pre-filter skipped (a config module of constants): read them
+        # modules other files use: compute their summaries (also when the pre-filter skipped them)
         unread = {
             id(t): t
             for f in tree_files
             if f.result is not None
             for t in tree.targets(f)
-            if t.result is not None and not t.result.parsed
+            if t.result is not None and t.result.summary is None
         }
         if unread:
             targets = list(unread.values())
+            for t in targets:
+                t.summarize = True
             items = [(t.shown, t.data, _options(settings, t), False) for t in targets]
             for t, res in zip(targets, _run_items(items, jobs, _no_progress, result.stats), strict=True):
                 t.result, t.ext = res, _NO_EXTERNALS
@@ -523,9 +537,6 @@ def _lint_paths(
         again: list[tuple[_File, dict[str, dict]]] = []
         for f in tree_files:
             if f.result is None:
-                continue
-            if not f.result.parsed and providers and any(p in f.data for p in providers):
-                again.append((f, {}))  # skipped by the pre-filter, but it may use a helper's values
                 continue
             externals = tree.externals(f)
             if _ext_hash(externals) != (f.ext or _NO_EXTERNALS):
