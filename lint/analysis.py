@@ -305,6 +305,8 @@ _LOOK_ONLY_FUNCTIONS = {"print", "display", "len", "repr", "pprint"}
 # Methods of other objects that only read a DataFrame they are given (an evaluator scoring predictions).
 _LOOK_ONLY_CONSUMERS = {"evaluate", "assertDataFrameEqual", "assert_frame_equal"}
 _MERGE_COND_KW = ("condition", "predicate", "merge_condition")
+_MATCHED_UPDATES = {"whenMatchedUpdate", "when_matched_update"}
+_ORDER_OPS = (ast.Gt, ast.GtE, ast.Lt, ast.LtE)
 _NOQA_RE = re.compile(
     "#" + r"\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_]+(?:[\s,]+[A-Za-z0-9_]+)*))?", re.IGNORECASE
 )
@@ -480,6 +482,7 @@ class ModuleAnalysis:
         self.expr_stmts: set[int] = set()  # ids of calls that are a whole expression statement
         self.dbt_keys: list[tuple[ast.Call, Scope]] = []
         self.ext_keys: list[tuple[str, Scope]] = []
+        self.seq_conds: list[tuple[ast.AST, Scope]] = []  # whenMatchedUpdate(condition=...) of merges
         self.window_partitions: dict[Src, set[str]] = {}  # ND006 source -> its window's partition columns
         self.ddl_keys: list[tuple[str, str, str]] = []  # (column, table, label)
         self.tables_written: set[str] = set()
@@ -2093,7 +2096,10 @@ class ModuleAnalysis:
         elif cond is None and pos == 0 and len(args) > 1:
             cond = args[1]
         if cond is not None:
-            self._condition_effect(cond, scope)
+            update = call.func.attr in _MATCHED_UPDATES
+            self._condition_effect(cond, scope, "update" if update else "merge")
+            if update:
+                self.seq_conds.append((cond, scope))
         mapping = self._resolve_dict(mapping, scope) if mapping is not None else None
         if type(mapping) is not ast.Dict:
             return
@@ -2109,19 +2115,27 @@ class ModuleAnalysis:
             else:
                 self._add_write(_strip_qualifier(names[0]), scope, v, node=call)
 
+    def _on_update_all(self, call: ast.Call, scope: Scope) -> None:
+        cond = self.kwarg(call, *_MERGE_COND_KW) or (call.args[0] if call.args else None)
+        if cond is not None:
+            self._condition_effect(cond, scope, "update")
+            self.seq_conds.append((cond, scope))
+
     def _on_merge_delete(self, call: ast.Call, scope: Scope) -> None:
         cond = self.kwarg(call, *_MERGE_COND_KW) or (call.args[0] if call.args else None)
         if cond is not None:
             self._condition_effect(cond, scope)
 
-    def _condition_effect(self, cond: ast.AST, scope: Scope) -> None:
-        text = self._sql_arg(cond, scope) if type(cond) in (ast.Constant, ast.JoinedStr, ast.Name) else None
+    def _condition_effect(self, cond: ast.AST, scope: Scope, kind: str = "merge") -> None:
+        """A condition that decides rows: ``merge`` (which keys are inserted, deleted, matched) or ``update``
+        (whether a matched row's values are updated: values only, the keys stay)."""
+        text = self._sql_arg(cond, scope) if self._may_be_text(cond, scope) else None
         if text is not None:
             ok, _alias, part = sqlmod.analyze_expression(text.text)
             if ok:
-                self._row(RowEffect("merge", scope, sql=(part, text)))
+                self._row(RowEffect(kind, scope, sql=(part, text)))
         else:
-            self._row(RowEffect("merge", scope, expr=cond))
+            self._row(RowEffect(kind, scope, expr=cond))
 
     def _select_item(self, a: ast.AST, scope: Scope) -> None:
         t = type(a)
@@ -2175,6 +2189,8 @@ class ModuleAnalysis:
             self._add_write(name, scope, sql=(part, text), node=call)
         for k in result.merge_keys:
             self.learn_key(k, "merge key", scope)
+        for c in result.sequence_cols:
+            self.learn_key(c, "sequence column", scope, sequence=True)
         for column, table, what in result.ddl_keys:
             self.ddl_keys.append((column, table, what))
             self.key_scopes.setdefault(_norm(column), []).append(scope)
@@ -2224,6 +2240,21 @@ class ModuleAnalysis:
                             cols.extend(c for c in names if not c.startswith("<"))
             for c in cols:
                 self.learn_key(c, "merge key", scope)
+        for cond, scope in self.seq_conds:  # whenMatchedUpdate(condition="s.v > t.v"): newer wins by v
+            text = self.str_value(cond, scope)
+            if text is not None:
+                newer = sqlmod.condition_sequences(text.text)
+            else:
+                newer = []
+                for cmp in ast.walk(cond):
+                    if type(cmp) is ast.Compare and len(cmp.ops) == 1 and type(cmp.ops[0]) in _ORDER_OPS:
+                        left = self._col_names(cmp.left, scope)
+                        right = self._col_names(cmp.comparators[0], scope)
+                        same = len(left) == len(right) == 1 and _norm(left[0]) == _norm(right[0])
+                        if same and left[0] != right[0] and not left[0].startswith("<"):
+                            newer.append(left[0])
+            for c in newer:
+                self.learn_key(c, "sequence column", scope, sequence=True)
         for call, scope in self.dbt_keys:
             for k in self.const_strings(self.kwarg(call, "unique_key"), scope) or []:
                 self.learn_key(k, "unique key of the dbt model", scope)
@@ -2490,6 +2521,8 @@ class ModuleAnalysis:
                 if _norm(s) not in subset:
                     return (1.5, "sequence", s, True)
             return (2.5, "column", "*", True)
+        if effect.kind == "update":
+            return (2.5, "column", "*", True)  # whether a matched row is updated: its values, not its key
         partition = self.window_partitions.get(src)
         if partition is not None and keys_n and keys_n <= partition:
             return (2.5, "column", "*", True)  # a numbering per key picks a row per key: values, not keys
@@ -2605,6 +2638,8 @@ _FLOW = {
     "option": ModuleAnalysis._on_option,
     "addColumn": ModuleAnalysis._on_add_column,
     **{m: ModuleAnalysis._on_merge_map for m in _MERGE_MAP_METHODS},
+    "whenMatchedUpdateAll": ModuleAnalysis._on_update_all,
+    "when_matched_update_all": ModuleAnalysis._on_update_all,
     **{
         m: ModuleAnalysis._on_merge_delete
         for m in (

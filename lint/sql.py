@@ -59,6 +59,7 @@ class SqlResult:
     # (column, table, "primary key" | "identity column") declared by CREATE TABLE
     ddl_keys: list[tuple[str, str, str]] = field(default_factory=list)
     tables_written: list[str] = field(default_factory=list)  # INSERT INTO / MERGE INTO / CREATE ... AS
+    sequence_cols: list[str] = field(default_factory=list)  # WHEN MATCHED AND s.v > t.v: newer-wins columns
 
 
 _FUNC_BY_CLASS = {
@@ -319,7 +320,12 @@ def _merge(merge, pos: _Positions, result: SqlResult) -> None:
     for when in whens.expressions if whens is not None else []:
         then = when.args.get("then")
         if when.args.get("condition") is not None:
-            result.rows.append(("merge", _part(when.args["condition"], pos)))
+            # WHEN MATCHED AND ... THEN UPDATE decides values of existing keys; other clauses decide keys
+            kind = "update" if isinstance(then, exp.Update) else "merge"
+            result.rows.append((kind, _part(when.args["condition"], pos)))
+            result.sequence_cols.extend(
+                c for c in _newer_columns(when.args["condition"]) if c not in result.sequence_cols
+            )
         if isinstance(then, exp.Update):
             for eq in then.expressions:
                 if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column):
@@ -396,6 +402,36 @@ def analyze_expression(text: str) -> tuple[bool, str | None, SqlPart]:
     if alias is None and isinstance(tree, exp.Column):
         alias = column_name(tree)
     return True, alias, _part(tree, pos)
+
+
+def _newer_columns(cond) -> list[str]:
+    """Columns a merge clause compares with themselves by order (``s.updated_at > t.updated_at``): the
+    newer-wins check of a sequence column."""
+    exp = _exp()
+    out: list[str] = []
+    for cmp in cond.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE):
+        left, right = cmp.left, cmp.right
+        if (
+            isinstance(left, exp.Column)
+            and isinstance(right, exp.Column)
+            and column_name(left).lower() == column_name(right).lower()
+            and left.table != right.table
+            and column_name(left) not in out
+        ):
+            out.append(column_name(left))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def condition_sequences(text: str) -> list[str]:
+    """Newer-wins columns of a merge clause condition (``s.v > t.v`` -> [v])."""
+    import sqlglot
+
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except Exception:  # noqa: BLE001
+        return []
+    return _newer_columns(tree) if tree is not None else []
 
 
 @lru_cache(maxsize=4096)

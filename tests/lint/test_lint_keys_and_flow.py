@@ -280,3 +280,29 @@ def test_replace_where_and_identity_columns_of_the_table_builder() -> None:
     findings = lint_code(code, key_patterns=())
     assert summary(findings) == [("ND003", 8, 32, "key", "dim_id"), ("ND001", 10, 31, "key", "dim_id")]
     assert "identity column `dim_id`" in findings[0].message
+
+
+def test_sequence_columns_from_newer_wins_merge_conditions() -> None:
+    code = """
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+    src = df.withColumn("event_ts", F.current_timestamp())
+    (DeltaTable.forName(spark, "dw.t").alias("t").merge(src.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll(condition="s.event_ts > t.event_ts").execute())
+    src2 = df.withColumn("version", F.unix_timestamp())
+    (DeltaTable.forName(spark, "dw.u").alias("t").merge(src2.alias("s"), "t.k = s.k")
+        .whenMatchedUpdate(condition=F.col("s.version") >= F.col("t.version"), set={"v": "s.v"}).execute())
+    spark.sql("MERGE INTO dw.x t USING y s ON t.k = s.k WHEN MATCHED AND s.seq_no > t.seq_no THEN UPDATE SET *")
+    y = df.withColumn("seq_no", F.monotonically_increasing_id())
+    y.createOrReplaceTempView("y")
+    stale = df.withColumn("checked", F.current_date())
+    DeltaTable.forName(spark, "dw.z").alias("t").merge(stale.alias("s"), "t.k = s.k").whenMatchedUpdateAll(
+        condition="t.checked < s.checked - INTERVAL 1 DAY").execute()
+    """
+    got = summary(lint_code(code, key_patterns=()))
+    assert got == [
+        ("ND001", 4, 33, "sequence", "event_ts"),
+        ("ND001", 7, 33, "sequence", "version"),
+        ("ND004", 11, 29, "sequence", "seq_no"),
+        ("ND001", 13, 33, "column", "checked"),  # compared with an expression, not itself: no sequence
+    ]
