@@ -304,5 +304,5 @@ def test_sequence_columns_from_newer_wins_merge_conditions() -> None:
         ("ND001", 4, 33, "sequence", "event_ts"),
         ("ND001", 7, 33, "sequence", "version"),
         ("ND004", 11, 29, "sequence", "seq_no"),
-        ("ND001", 13, 33, "column", "checked"),  # compared with an expression, not itself: no sequence
+        ("ND001", 13, 34, "column", "checked"),  # compared with an expression, not itself: no sequence
     ]
