@@ -1462,6 +1462,8 @@ class ModuleAnalysis:
                 # sort_array(collect_set(x)): the array's order, the only problem of collect_*, is fixed here
                 fixed = set()
                 for a in args:
+                    if type(a) is ast.Call and type(a.func) is ast.Attribute and a.func.attr == "over":
+                        a = a.func.value  # sort_array(collect_set(x).over(w))
                     if type(a) is ast.Call and self.spark_name(self.qualname(a.func, scope)) in (
                         ORDER_INSENSITIVE_ARGS_OF
                     ):
