@@ -29,6 +29,9 @@ def test_package_is_served_from_the_lint_folder() -> None:
 def user_project(tmp_path: Path) -> Path:
     # a user's own lint.py (and a lint/ package) in the working folder must not be imported
     (tmp_path / "lint.py").write_text("raise SystemExit('the user lint.py was imported')\n")
+    (tmp_path / "upsertsink_tools").mkdir()
+    (tmp_path / "upsertsink_tools" / "lint").mkdir()
+    (tmp_path / "upsertsink_tools" / "lint" / "__init__.py").write_text("raise SystemExit('a lint package')\n")
     (tmp_path / "job.py").write_text(JOB)
     return tmp_path
 
@@ -49,7 +52,7 @@ def test_a_users_lint_py_does_not_break_the_command(user_project: Path, cmd: lis
         text=True,
         check=False,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": str(user_project)},
+        env={**os.environ, "PYTHONPATH": f"{user_project}:{user_project / 'upsertsink_tools'}"},
     )
     assert out.returncode == 1, out.stderr
     [finding] = json.loads(out.stdout)["findings"]
