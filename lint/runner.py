@@ -192,7 +192,8 @@ def _linter_fingerprint() -> str:
 
 
 class Cache:
-    """Content-hash cache: content digest -> findings (without path) for one linter build and settings."""
+    """Content-hash cache: content digest -> a file's result (findings by field name, summary, wants, .sql
+    dependencies, externals hash) for one linter build and settings."""
 
     MAX_ENTRIES = 100_000
     MAX_FILES = 4  # one file per linter build and settings: alternating --key runs keep their caches
