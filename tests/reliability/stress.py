@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import WRITER, change_feed, model, run_writer, save_feed, table_state  # noqa: E402
+from harness import WRITER, change_feed, model, run_writer, save_feed, table_state
 
-from upsertsink.markers import decode_metadata, last_batch_id  # noqa: E402
+from upsertsink.markers import decode_metadata, last_batch_id
 
 ALLOWED = {"written", "skipped", "conflict"}
 
