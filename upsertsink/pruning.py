@@ -37,6 +37,11 @@ class FileRanges:
     files: int  # files those ranges cover (the files the MERGE may read)
     total_files: int
 
+    @property
+    def narrows(self) -> bool:
+        """True when the ranges leave some file out (else a predicate would only cost time)."""
+        return self.files < self.total_files
+
 
 def _prunable(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
@@ -89,9 +94,15 @@ def _as_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def _ranges(key: str, values: pa.ChunkedArray, mins: pa.Array, maxs: pa.Array) -> FileRanges:
-    sorted_values = np.unique(_as_numpy(values))
     lo, hi = _as_numpy(mins), _as_numpy(maxs)
-    hits = np.searchsorted(sorted_values, lo, side="left") < np.searchsorted(sorted_values, hi, side="right")
+    bounds = pc.min_max(values)
+    low, high = _as_numpy(pa.array([bounds["min"].as_py()], values.type)), _as_numpy(
+        pa.array([bounds["max"].as_py()], values.type)
+    )
+    hits = (lo <= high[0]) & (hi >= low[0])  # files overlapping the batch's range at all
+    if hits.sum() > 1:  # several candidates: which of them hold a batch key (sorting costs; skip it for one)
+        sorted_values = np.sort(_as_numpy(values))  # repeats do no harm to the searches below
+        hits &= np.searchsorted(sorted_values, lo, side="left") < np.searchsorted(sorted_values, hi, side="right")
     order = np.argsort(lo[hits], kind="stable")
     touched_lo, touched_hi = lo[hits][order], hi[hits][order]
     merged: list[list[Any]] = []

@@ -255,7 +255,7 @@ class EmbeddedEngine:
         table: Any, data: pa.Table, plan: MergePlan, props: Any, evolve: bool = False, ranges: FileRanges | None = None
     ) -> dict[str, Any]:
         on = plan.on("datafusion")
-        if ranges is not None:
+        if ranges is not None and ranges.narrows:
             # Only the files that can hold the batch's keys are read (and can be rewritten); new keys outside
             # every file are inserted unread. Bounds are rendered from typed values, never from user text.
             ref = plan.ref(TARGET, ranges.key, "datafusion")

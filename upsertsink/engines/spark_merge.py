@@ -209,7 +209,7 @@ def _pruning(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None, found
     def ref(key: str) -> Any:
         return F.col(f"{alias}.{quote(key, 'spark')}" if alias else quote(key, "spark"))
 
-    if found is not None:
+    if found is not None and found.narrows:
         if not found.ranges:
             return F.lit(False)
         parts = [ref(found.key).between(F.lit(lo), F.lit(hi)) for lo, hi in found.ranges]
