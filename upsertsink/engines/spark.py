@@ -115,6 +115,8 @@ class SparkEngine:
         checked = [*request.keys, *([request.sequence] if request.sequence else [])]
         floats = [c for c in checked if type(df.schema[c].dataType).__name__ in ("FloatType", "DoubleType")]
         ranged = [k for k in request.keys if _column(df.schema[k]).category in _RANGE_CATEGORIES]
+        if request.sequence and _column(df.schema[request.sequence]).category == "integer":
+            ranged.append(request.sequence)  # its range tells whether the batch is newer than the table
         spark_types = {"long": LongType(), "binary": BinaryType()}
         fields = spark_stats.output_fields(checked, floats, oks, [(k, df.schema[k].dataType) for k in ranged])
         if not full:
@@ -194,6 +196,7 @@ class SparkEngine:
             highs = [r[f"max_{i}"] for r in rows if r[f"max_{i}"] is not None]
             if lows:
                 ranges[k] = (min(lows), max(highs))
+        sequence_range = ranges.pop(request.sequence, None) if request.sequence not in request.keys else None
         if (hashes is not None and fp.has_repeats(hashes)) or (hashes is None and count > 1 and _repeats(df, request)):
             df, count = self._resolve_duplicates(df, request.keys, request.sequence)
             hashes = None
@@ -204,7 +207,8 @@ class SparkEngine:
         if rows and all(r["key_values"] is not None for r in rows):
             values = spark_stats.read_key_values([r["key_values"] for r in rows], request.keys)
         return PreparedBatch(
-            df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"), key_values=values
+            df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"), key_values=values,
+            sequence_range=sequence_range,
         )
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
