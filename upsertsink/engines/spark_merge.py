@@ -126,7 +126,9 @@ def _merge(
         metadata = {**metadata, "files_scanned": found.files}
     session = _session(spark, request, metadata, marker=True)
     source = prepared.data
-    if not _all_newer(request, prepared, found):
+    if _all_newer(request, prepared, found):
+        log.debug("no-op filter skipped: every row of batch %s is newer than the files it can touch", request.batch_id)
+    else:
         source = _changed_rows(prepared.data, spark, request.target, plan, prepared.key_ranges, prepared.rows, found)
     on = F.expr(plan.on("spark"))
     pruning = _pruning(TARGET, prepared.key_ranges, found)
