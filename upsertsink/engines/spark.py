@@ -40,7 +40,7 @@ def _arrow_type(dtype: Any) -> pa.DataType | None:
     from pyspark.sql.pandas.types import to_arrow_type
 
     try:
-        return to_arrow_type(dtype)
+        return to_arrow_type(dtype, timezone="UTC")  # zoned timestamps need a zone; only the category is used
     except Exception:  # noqa: BLE001 - a Spark type Arrow cannot carry (intervals, variants ...)
         return None
 
@@ -236,7 +236,7 @@ class SparkEngine:
     def key_sample(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        schema = to_arrow_schema(prepared.data.select(*[_col(k) for k in request.keys]).schema)
+        schema = to_arrow_schema(prepared.data.select(*[_col(k) for k in request.keys]).schema, timezone="UTC")
         return schema.empty_table()
 
     def apply_tombstones(
