@@ -16,7 +16,7 @@ from upsertsink.engines.base import WriteRequest
 from upsertsink.engines.embedded import EmbeddedEngine
 from upsertsink.engines.spark import SparkEngine
 
-UTC = datetime.timezone.utc
+UTC = datetime.UTC
 MIXED = pa.table({
     "id": pa.array([1, 2, 3, 4], pa.int64()),
     "small": pa.array([1, -2, None, 127], pa.int32()),
