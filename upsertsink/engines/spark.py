@@ -16,9 +16,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from upsertsink import batch as B
 from upsertsink import fingerprint as fp
+from upsertsink.arrow_batch import prepare_arrow
 from upsertsink.conflicts import first_line
 from upsertsink.engines import spark_merge, spark_stats
 from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
@@ -31,6 +33,8 @@ from upsertsink.tombstones import SEQUENCE, key_column, stored_sequences
 
 log = logging.getLogger(__name__)
 
+# Batches up to this many rows are collected and prepared on the driver (as the embedded engine does).
+LOCAL_ROWS = 50_000
 OK_PREFIX = "__upsertsink_ok_"  # per cast column: the value fits the table's type (dropped before the MERGE)
 STALE = "__upsertsink_stale"
 _RANGE_CATEGORIES = {"integer", "decimal", "string", "date", "timestamp"}
@@ -139,8 +143,18 @@ class SparkEngine:
         schema = fp.schema_text((c.name, c.category) for c in (_column(df.schema[n]) for n in hashed))
         return fp.digest(schema, count, total)
 
+    def _collect_small(self, df: Any) -> pa.Table | None:
+        """The batch as Arrow on the driver when it has at most LOCAL_ROWS rows (one job), else None."""
+        if any(_arrow_type(f.dataType) is None for f in df.schema):
+            return None
+        table = self._run(lambda: df.limit(LOCAL_ROWS + 1).toArrow())
+        return table if table.num_rows <= LOCAL_ROWS else None
+
     def fingerprint(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> fp.Fingerprint:
         df, oks = self._canonical(request, target, casts)
+        small = self._collect_small(df)
+        if small is not None:
+            return fp.fingerprint(small, exclude=[OK_PREFIX + str(i) for i in range(len(oks))])
         hashed = [c for c in self.df.columns]
         stats = self._run(lambda: self._stats(df, request, hashed, oks, full=False))
         return self._digest(df, hashed, stats[0])
@@ -170,6 +184,9 @@ class SparkEngine:
             if not isinstance(kind, (BooleanType, NullType)):
                 raise InvalidInputError(f"delete_when {text!r} is not a boolean predicate (it gives {kind.simpleString()})")
             df = df.withColumn(DELETE_FLAG, F.coalesce(F.expr(text).cast("boolean"), F.lit(False)))
+        small = self._collect_small(df)
+        if small is not None:  # a micro-batch: prepared on the driver, merged from a local relation
+            return self._prepare_small(small, df, request, target, casts, oks)
         df = df.localCheckpoint(eager=False)
         rows, checked, floats, ranged = self._run(lambda: self._stats(df, request, hashed, oks, full=True))
         def total(name: str) -> int:
@@ -210,6 +227,20 @@ class SparkEngine:
             df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"), key_values=values,
             sequence_range=sequence_range,
         )
+
+    def _prepare_small(
+        self, table: pa.Table, df: Any, request: WriteRequest, target: list[B.Column] | None, casts: list[str],
+        oks: list[str],
+    ) -> PreparedBatch:
+        checks = [OK_PREFIX + str(i) for i in range(len(oks))]
+        types = {c.name: c for c in target or ()}
+        for name, check in zip(oks, checks, strict=True):
+            bad = table.num_rows - int(pc.sum(pc.fill_null(table[check], True)).as_py() or 0)
+            if bad:
+                raise B.cast_overflow_error(name, bad, self.df.schema[name].dataType.simpleString(), types[name].type)
+        prepared = prepare_arrow(table.drop_columns(checks), request, casts)
+        source = self.spark.createDataFrame(prepared.data, schema=df.drop(*checks).schema)
+        return prepared.with_data(source)
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
         from pyspark.sql import Window
