@@ -290,19 +290,22 @@ def test_files_are_inputs_too(tmp_path):
     assert res.exit_code == 0 and "equal: 5 rows" in res.stdout
 
 
-def test_cli_as_a_real_process(tmp_path):
+@pytest.mark.parametrize("engine", ["embedded", "spark"])
+def test_cli_as_a_real_process(tmp_path, engine):
+    """The installed script; on Spark the JVM starts in the subprocess and must print nothing to stderr."""
     path = delta(tmp_path / "t", table(BASE), table(BASE[:3]))
     exe = Path(sys.executable).with_name("upsertsink")
     proc = subprocess.run(
-        [str(exe), "diff", f"{path}@0", f"{path}@1", "--key", "id", "--format", "json"],
+        [str(exe), "diff", f"{path}@0", f"{path}@1", "--key", "id", "--format", "json", "--engine", engine],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         check=False,
     )
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["only_in_left"] == 2
-    assert proc.stderr == ""
+    assert json.loads(proc.stdout)["engine"] == engine
+    assert proc.stderr == ""  # no JVM start-up noise, no progress display (stderr is not a terminal)
 
 
 def test_pandas_none_in_int_column_is_not_a_false_difference(tmp_path):

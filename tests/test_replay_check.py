@@ -116,3 +116,15 @@ def test_bad_module_exits_2_as_a_real_process(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.startswith("upsertsink: error: job 'no_such_job_module:run': cannot import")
+
+
+def test_replay_check_as_a_real_process_prints_no_jvm_noise(inputs):
+    exe = Path(sys.executable).with_name("upsertsink")
+    proc = subprocess.run(
+        [str(exe), "replay-check", "replay_jobs:numbered", "--key", "row_id", "--master", "local[2]",
+         "--input", f"orders={inputs / 'orders'}", "--format", "json"],
+        cwd=JOBS, capture_output=True, check=False, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert json.loads(proc.stdout)["equal"] is False
+    assert proc.stderr == ""  # no log4j profile, NativeCodeLoader, Ivy or "Setting default log level" lines

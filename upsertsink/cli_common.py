@@ -68,7 +68,7 @@ class ErrorStyleGroup(click.Group):
             message = exc.format_message()
             ctx = getattr(exc, "ctx", None)
             if isinstance(exc, click.UsageError) and ctx is not None:
-                message += f" (see '{ctx.command_path} --help')"
+                message = f"{message.rstrip('.')} (see '{ctx.command_path} --help')"
             fail(message, exc.exit_code)
         except OSError as exc:  # e.g. a closed pipe while printing
             if getattr(exc, "errno", None) == 32:

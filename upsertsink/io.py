@@ -119,10 +119,9 @@ def resolve_path(spec: str | os.PathLike[str], what: str = "input") -> PathInput
     ``what`` names the input in messages (``left``, ``source``, ``input 'orders'``).
     """
     text = os.fspath(spec)
-    path, version = split_version(text)
+    path, version = split_version(text.removeprefix("file://"))
     if is_uri(path):  # a remote table: deltalake/Spark check it when it is read
         return PathInput(text, path, "delta", version, what=what)
-    path = path.removeprefix("file://")
     if not os.path.exists(path):
         raise InvalidInputError(f"{what}: {path!r} does not exist")
     if os.path.isdir(os.path.join(path, "_delta_log")):

@@ -8,6 +8,7 @@ extra is one clear error instead of an ``ImportError`` from deep inside.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import os
 import select
@@ -47,6 +48,14 @@ def require_spark(feature: str = "this", *, delta: bool = True) -> None:
             f"{feature} needs Spark, but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
             f"not installed: {SPARK_EXTRA_INSTALL}"
         )
+
+
+def spark_installed() -> bool:
+    """True when pyspark can be imported (checked without importing it)."""
+    try:
+        return importlib.util.find_spec("pyspark") is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules["pyspark"] is None
+        return False
 
 
 def _local_defaults(master: str) -> dict[str, str]:

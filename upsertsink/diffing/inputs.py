@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import math
 import os
@@ -10,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from upsertsink import io
+from upsertsink import io, session
 from upsertsink.errors import InvalidInputError, SchemaMismatchError, option
 
 log = logging.getLogger(__name__)
@@ -60,10 +59,6 @@ def resolve(value: Any, name: str) -> Side:
     )
 
 
-def spark_installed() -> bool:
-    return importlib.util.find_spec("pyspark") is not None
-
-
 def choose_engine(engine: str, sides: Sequence[Side]) -> str:
     """``spark`` or ``embedded`` for ``engine`` (``auto`` decides by input kind and size)."""
     if engine not in ENGINES:
@@ -79,7 +74,7 @@ def choose_engine(engine: str, sides: Sequence[Side]) -> str:
     if has_spark:
         return "spark"
     large = [s for s in sides if s.path is not None and s.path.size_bytes() > SPARK_THRESHOLD_BYTES]
-    if large and spark_installed():
+    if large and session.spark_installed():
         return "spark"
     if large:
         log.info("%s is larger than %d bytes but Spark is not installed: comparing without Spark",
