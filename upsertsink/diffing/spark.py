@@ -163,13 +163,13 @@ def _spark_suspects(
 
 def compare(left: Side, right: Side, req: Request, say: Callable[[str], None]) -> DiffResult:
     """Compare two sides on Spark (the active session, or a new local one)."""
+    spark = _session((left, right))  # first: says so when the spark extra is missing
     from functools import reduce
 
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     keys, tol = req.keys, req.tolerance
-    spark = _session((left, right))
     lf, rf = _frame(left, spark), _frame(right, spark)
     compared = plan_columns(lf.columns, rf.columns, keys, req.columns, req.ignore)
     cols = [*keys, *compared]
