@@ -106,6 +106,19 @@ def test_duplicate_keys_are_reported_not_merged(tmp_path, engine):
     assert (row["id"], row["status"], row["count_left"], row["count_right"]) == (1, "duplicate_key", 2, 1)
 
 
+def test_duplicate_keys_in_delta_tables_are_found_in_the_one_scan_path(tmp_path, engine):
+    # Delta inputs carry row counts in their log, so Spark fingerprints the left side and collects its key
+    # hashes in one scan; a duplicate must still be found when both sides hold the same rows.
+    rows = [(1, "a", 1.0), (2, "b", 2.0), (2, "b", 2.0), (3, None, None)]
+    left, right = delta(tmp_path / "l", table(rows)), delta(tmp_path / "r", table(list(reversed(rows))))
+    d = upsertsink.diff(left, right, "id", engine=engine)
+    assert d.fingerprint_match and not d.equal
+    assert (d.duplicate_keys_left, d.duplicate_keys_right, d.changed) == (1, 1, 0)
+    assert upsertsink.diff(left, delta(tmp_path / "s", table(rows[:2] + rows[3:])), "id", engine=engine).duplicate_keys_left == 1
+    unique = delta(tmp_path / "u", table(rows[:2] + rows[3:]))
+    assert upsertsink.diff(unique, table(list(reversed(rows[:2] + rows[3:]))), "id", engine=engine).equal
+
+
 def test_nulls_equal_nulls_in_values_and_keys(tmp_path, engine):
     schema = pa.schema([("k", pa.string()), ("a", pa.int64()), ("b", pa.int64())])
     rows = [(None, None, 1), ("x", 1, None), ("y", None, None)]

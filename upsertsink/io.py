@@ -88,6 +88,24 @@ class PathInput:
             raise unreadable(self, exc) from exc
 
 
+    def num_rows(self) -> int | None:
+        """Rows, when the metadata says so without reading data (Delta add actions, parquet footers)."""
+        try:
+            if self.kind == "delta":
+                import pyarrow as pa
+                import pyarrow.compute as pc
+
+                counts = pa.table(open_delta(self).get_add_actions(flatten=True)).column("num_records")
+                return None if counts.null_count else int(pc.sum(counts).as_py() or 0)
+            if self.fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                return sum(pq.read_metadata(f).num_rows for f in self.files)
+        except Exception:  # no statistics, or unreadable here: the caller does without
+            log.debug("no row count for %s", self.spec, exc_info=True)
+        return None
+
+
 def is_uri(text: str) -> bool:
     """True for ``scheme://...`` locations other than local ``file://`` paths."""
     scheme, sep, _ = text.partition("://")

@@ -8,8 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 from upsertsink import io
+from upsertsink.diffing.hashing import (
+    fold_row_hashes,
+    nullable_columns,
+    spark_fingerprint,
+    spark_fingerprints,
+    spark_row_hash,
+)
 from upsertsink.diffing.hashing import quote as _q
-from upsertsink.diffing.hashing import spark_fingerprints, spark_row_hash
 from upsertsink.diffing.inputs import Request, Side, plan_columns, type_mismatch
 from upsertsink.diffing.result import STATUSES, DiffResult, equal_result, sample_frame, sample_records
 
@@ -89,17 +95,20 @@ def _spark_project(df: Any, cols: list[str], types: dict[str, Any]) -> Any:
     return df.select(*exprs)
 
 
-def _spark_has_duplicates(df: Any, keys: list[str], rows: int) -> bool:
+def _has_duplicates(df: Any, keys: list[str], rows: int, nullable: set[str], key_hashes: Any = None) -> bool:
     """Exact: all 64-bit key hashes distinct proves unique keys; a repeated hash (a duplicate, or in theory a
     collision) is settled by an exact group-by. Up to DRIVER_KEY_CHECK_ROWS rows the hashes are sorted on the
-    driver (one narrow scan, 8 bytes a row), which is much cheaper than a distinct count's shuffle."""
+    driver (8 bytes a row; ``key_hashes`` when already collected), much cheaper than a distinct count's
+    shuffle."""
     from pyspark.sql import functions as F
 
-    kh = spark_row_hash(keys).alias("kh")
-    if rows <= DRIVER_KEY_CHECK_ROWS:
+    kh = spark_row_hash(keys, nullable).alias("kh")
+    if key_hashes is not None or rows <= DRIVER_KEY_CHECK_ROWS:
         import numpy as np
 
-        hashes = np.sort(df.select(kh).toArrow().column("kh").to_numpy())
+        if key_hashes is None:
+            key_hashes = df.select(kh).toArrow().column("kh").to_numpy()
+        hashes = np.sort(key_hashes)
         unique = not bool((hashes[1:] == hashes[:-1]).any())
     else:
         unique = df.select(kh).agg(F.count_distinct("kh").alias("d")).first()["d"] == rows
@@ -109,8 +118,29 @@ def _spark_has_duplicates(df: Any, keys: list[str], rows: int) -> bool:
     return dup > 0
 
 
+def _fingerprints(
+    lp: Any, rp: Any, keys: list[str], cols: list[str], nullable: set[str], left_rows: int | None
+) -> tuple[tuple[int, int, int], tuple[int, int, int], Any]:
+    """Both sides' fingerprints, and the left side's key hashes when they came for free.
+
+    When the left side is known (from its Delta log or parquet footers) to hold at most
+    DRIVER_KEY_CHECK_ROWS rows, its key and row hashes travel to the driver in the one scan that
+    fingerprints it (16 bytes a row), so proving its keys unique needs no second scan; the right side is
+    aggregated by Spark. Otherwise both fingerprints are one aggregation job, and the key check scans later.
+    """
+    if left_rows is None or left_rows > DRIVER_KEY_CHECK_ROWS:
+        lfp, rfp = spark_fingerprints(lp, rp, cols, nullable)
+        return lfp, rfp, None
+    rfp = spark_fingerprint(rp, cols, nullable)
+    hashed = lp.select(
+        spark_row_hash(keys, nullable).alias("kh"), spark_row_hash(cols, nullable).alias("rh")
+    ).toArrow()
+    lfp = fold_row_hashes(hashed.column("rh").to_numpy())
+    return lfp, rfp, hashed.column("kh").to_numpy()
+
+
 def _spark_suspects(
-    lp: Any, rp: Any, keys: list[str], cols: list[str], rows: int
+    lp: Any, rp: Any, keys: list[str], cols: list[str], rows: int, nullable: set[str]
 ) -> tuple[list[Any], Any, Any]:
     """Narrow both sides to the rows whose key may differ, before the exact keyed comparison.
 
@@ -123,7 +153,7 @@ def _spark_suspects(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    kh, rh = spark_row_hash(keys), spark_row_hash(cols)
+    kh, rh = spark_row_hash(keys, nullable), spark_row_hash(cols, nullable)
 
     def tagged(df: Any, side: int) -> Any:
         return df.select(kh.alias("__kh"), F.lit(side).alias("__s"), rh.alias("__rh"))
@@ -178,11 +208,13 @@ def compare(left: Side, right: Side, req: Request, say: Callable[[str], None]) -
     lp, rp = _spark_project(lf, cols, types), _spark_project(rf, cols, types)
 
     say("fingerprinting both sides")
-    (nl_rows, *lfp), (nr_rows, *rfp) = spark_fingerprints(lp, rp, cols)
+    nullable = nullable_columns(lp, rp)  # both sides hash alike: a column nullable on either side
+    left_rows = left.path.num_rows() if left.path is not None else None
+    (nl_rows, *lfp), (nr_rows, *rfp), key_hashes = _fingerprints(lp, rp, keys, cols, nullable, left_rows)
     base = {"keys": keys, "columns": compared, "rows_left": nl_rows, "rows_right": nr_rows, "engine": "spark"}
     if (nl_rows, *lfp) == (nr_rows, *rfp):
         say("checking for duplicate keys")
-        if not _spark_has_duplicates(lp, keys, nl_rows):
+        if not _has_duplicates(lp, keys, nl_rows, nullable, key_hashes):
             log.debug("fingerprints match and keys are unique: equal")
             return equal_result(keys, compared, nl_rows, "spark")
         fingerprint_match = True
@@ -190,7 +222,7 @@ def compare(left: Side, right: Side, req: Request, say: Callable[[str], None]) -
         fingerprint_match = False
 
     say("finding the keys that differ")
-    cached, lp, rp = _spark_suspects(lp, rp, keys, cols, nl_rows + nr_rows)
+    cached, lp, rp = _spark_suspects(lp, rp, keys, cols, nl_rows + nr_rows, nullable)
     say("comparing by key")
     nk, nc = len(keys), len(compared)
 
