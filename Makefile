@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` and `make test`. Each one installs what it needs first.
-.PHONY: demo test setup lint-examples bench
+.PHONY: demo test setup lint-examples bench stress
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -15,3 +15,7 @@ lint-examples: setup
 
 bench: setup
 	@.venv/bin/python bench/bench_sink.py
+
+# Random kills and concurrent writers compared with the model (docs/reliability.md); writes bench/results/stress.json.
+stress: setup
+	@.venv/bin/python tests/reliability/stress.py

@@ -14,6 +14,7 @@ from upsertsink.errors import (
     ReplayDivergenceError,
     SchemaMismatchError,
     UpsertSinkError,
+    WriteFailedError,
 )
 from upsertsink.session import spark_session
 
@@ -36,6 +37,7 @@ __all__ = [
     "SchemaMismatchError",
     "UpsertSink",
     "UpsertSinkError",
+    "WriteFailedError",
     "WriteResult",
     "__version__",
     "diff",

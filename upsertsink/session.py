@@ -91,6 +91,9 @@ def spark_session(app_name: str = "upsertsink", master: str = "local[*]", **conf
 
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers run upsertsink's own code (the Spark engine's one-pass batch statistics): they use this
+    # interpreter unless the user chose another.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings: dict[str, str] = {**_local_defaults(master), **_DELTA_CONF}
     paths = jars.delta_jars() or jars.ensure()
     settings["spark.jars"] = ",".join(str(p) for p in paths)
