@@ -67,9 +67,10 @@ def test_write_text_output_and_status(files):
     lines = text.stdout.splitlines()
     header = next(line for line in lines if line.startswith("version"))
     assert header.split() == ["version", "time", "(UTC)", "operation", "app", "id", "batch", "inserted",
-                              "updated", "deleted"]
-    row = lines[lines.index(header) + 1]
-    assert info["commits"][0]["time"] in row and row.split()[-4:] == ["7", "2", "0", "0"]
+                              "updated", "deleted", "files", "scanned", "files", "rewritten"]
+    first = info["commits"][0]
+    row = lines[lines.index(header) + 1].split()
+    assert row[:7] == [str(first["version"]), *first["time"].split(), first["operation"], "nightly", "7", "2"]
     assert not set(text.stdout) & set("┏━┃│└─\x1b")  # piped: no box drawing, no colour codes
 
 
@@ -127,3 +128,13 @@ def test_write_with_spark_engine_prints_no_jvm_noise(files, monkeypatch):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["engine"] == "spark" and json.loads(r.stdout)["inserted"] == 3
     assert r.stderr == ""  # no log4j profile, NativeCodeLoader, "Setting default log level" or JVM warnings
+
+
+def test_messages_name_cli_flags_not_python_parameters(files):
+    target = str(files / "t")
+    assert run("write", str(files / "b0.parquet"), "--target", target, "--key", "id", "--batch-id", "0").returncode == 0
+    r = run("write", str(files / "b1.csv"), "--target", target, "--key", "id", "--batch-id", "1")  # a new column
+    assert r.returncode == 2
+    assert "--schema-evolution" in r.stderr and "schema_evolution=True" not in r.stderr, r.stderr
+    r = run("write", str(files / "b0.parquet"), "--target", target, "--key", "id", "--sequence-by", "id")
+    assert r.returncode == 2 and r.stderr.startswith("upsertsink: error: --sequence-by"), r.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -29,8 +30,12 @@ def sh(*args: str | Path, cwd: Path | None = None, timeout: int = 600) -> subpro
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    # built from a copy of the sources: an in-tree build would reuse (and package) a stale build/ folder
+    source = tmp_path_factory.mktemp("src") / "upsertsink"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".upsertsink_cache", "spark-warehouse"))  # fmt: skip
     dist = tmp_path_factory.mktemp("dist")
-    built = sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", dist, REPO)
+    built = sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", dist, source)
     assert built.returncode == 0, built.stderr
     (path,) = dist.glob("upsertsink-*.whl")
     return path
@@ -46,6 +51,16 @@ def light(tmp_path_factory, wheel) -> Path:
     installed = sh(bin_dir / "python", "-m", "pip", "install", "--quiet", wheel)
     assert installed.returncode == 0, installed.stderr
     return bin_dir
+
+
+def test_the_wheel_holds_every_package(wheel):
+    import zipfile
+
+    names = zipfile.ZipFile(wheel).namelist()
+    for module in ("upsertsink/diffing/compare.py", "upsertsink/io.py", "upsertsink/cli_common.py",
+                   "upsertsink/__main__.py", "upsertsink/lint/cli.py", "upsertsink/testing/pytest_plugin.py"):
+        assert module in names, module
+    assert not [n for n in names if n.startswith(("lint/", "tests/"))]
 
 
 def test_the_light_install_has_no_spark(light):

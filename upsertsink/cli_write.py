@@ -84,7 +84,8 @@ def _commit_time(ms: Any) -> str:
 
 
 _COLUMNS = [("version", "version"), ("time", "time (UTC)"), ("operation", "operation"), ("app_id", "app id"),
-            ("batch_id", "batch"), ("inserted", "inserted"), ("updated", "updated"), ("deleted", "deleted")]
+            ("batch_id", "batch"), ("inserted", "inserted"), ("updated", "updated"), ("deleted", "deleted"),
+            ("files_scanned", "files scanned"), ("files_rewritten", "files rewritten")]
 
 
 def _columns_text(rows: list[dict[str, Any]]) -> list[str]:
@@ -92,7 +93,7 @@ def _columns_text(rows: list[dict[str, Any]]) -> list[str]:
     cells = [[("" if r.get(k) is None else str(r[k])) for k, _ in _COLUMNS] for r in rows]
     heads = [h for _, h in _COLUMNS]
     widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(heads)]
-    numeric = {"version", "batch_id", "inserted", "updated", "deleted"}
+    numeric = {"version", "batch_id", "inserted", "updated", "deleted", "files_scanned", "files_rewritten"}
 
     def line(values: list[str]) -> str:
         parts = [v.rjust(w) if k in numeric else v.ljust(w) for (k, _), v, w in zip(_COLUMNS, values, widths)]
