@@ -71,6 +71,13 @@ def category(t: pa.DataType) -> str:
         return "string"
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
         return "binary"
+    # nested types by their shape, not by Arrow's names for the parts (Spark says "element", pandas "item")
+    if pa.types.is_map(t):
+        return f"map<{category(t.key_type)},{category(t.item_type)}>"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_fixed_size_list(t):
+        return f"list<{category(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "struct<" + ",".join(f"{f.name}:{category(f.type)}" for f in t) + ">"
     return f"other:{t}"
 
 
@@ -99,9 +106,11 @@ def _numeric(col: pa.ChunkedArray) -> np.ndarray:
     if pa.types.is_timestamp(t):
         col = pc.cast(col, pa.timestamp("us", t.tz), safe=False)
         return pc.fill_null(col.cast(pa.int64()), 0).to_numpy().view(np.uint64)
-    if pa.types.is_date64(t):
-        col = pc.cast(col, pa.date32())
-    if pa.types.is_date32(col.type) or pa.types.is_time(t) or pa.types.is_duration(t):
+    if pa.types.is_date(t):  # days since the epoch
+        col = pc.cast(col, pa.date32()).cast(pa.int32())
+    elif pa.types.is_time32(t):
+        col = col.cast(pa.int32())
+    if pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
         return pc.fill_null(col.cast(pa.int64()), 0).to_numpy().view(np.uint64)
     if pa.types.is_boolean(t):
         return pc.fill_null(col, False).to_numpy(zero_copy_only=False).astype(np.uint64)

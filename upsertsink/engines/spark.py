@@ -40,7 +40,7 @@ def _arrow_type(dtype: Any) -> pa.DataType | None:
     from pyspark.sql.pandas.types import to_arrow_type
 
     try:
-        return to_arrow_type(dtype)
+        return to_arrow_type(dtype, timezone="UTC")  # zoned timestamps need a zone; only the category is used
     except Exception:  # noqa: BLE001 - a Spark type Arrow cannot carry (intervals, variants ...)
         return None
 
@@ -115,6 +115,8 @@ class SparkEngine:
         checked = [*request.keys, *([request.sequence] if request.sequence else [])]
         floats = [c for c in checked if type(df.schema[c].dataType).__name__ in ("FloatType", "DoubleType")]
         ranged = [k for k in request.keys if _column(df.schema[k]).category in _RANGE_CATEGORIES]
+        if request.sequence and _column(df.schema[request.sequence]).category == "integer":
+            ranged.append(request.sequence)  # its range tells whether the batch is newer than the table
         spark_types = {"long": LongType(), "binary": BinaryType()}
         fields = spark_stats.output_fields(checked, floats, oks, [(k, df.schema[k].dataType) for k in ranged])
         if not full:
@@ -194,6 +196,7 @@ class SparkEngine:
             highs = [r[f"max_{i}"] for r in rows if r[f"max_{i}"] is not None]
             if lows:
                 ranges[k] = (min(lows), max(highs))
+        sequence_range = ranges.pop(request.sequence, None) if request.sequence not in request.keys else None
         if (hashes is not None and fp.has_repeats(hashes)) or (hashes is None and count > 1 and _repeats(df, request)):
             df, count = self._resolve_duplicates(df, request.keys, request.sequence)
             hashes = None
@@ -204,7 +207,8 @@ class SparkEngine:
         if rows and all(r["key_values"] is not None for r in rows):
             values = spark_stats.read_key_values([r["key_values"] for r in rows], request.keys)
         return PreparedBatch(
-            df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"), key_values=values
+            df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"), key_values=values,
+            sequence_range=sequence_range,
         )
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
@@ -232,7 +236,7 @@ class SparkEngine:
     def key_sample(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        schema = to_arrow_schema(prepared.data.select(*[_col(k) for k in request.keys]).schema)
+        schema = to_arrow_schema(prepared.data.select(*[_col(k) for k in request.keys]).schema, timezone="UTC")
         return schema.empty_table()
 
     def apply_tombstones(
