@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from upsertsink import io
-from upsertsink.diffing.hashing import arrow_fingerprint
 from upsertsink.diffing.inputs import Request, Side, plan_columns, type_mismatch
 from upsertsink.diffing.result import DiffResult, equal_result, sample_frame, sample_records
+from upsertsink.fingerprint import fingerprint
 
 
 def _data(side: Side) -> Any:
@@ -132,7 +132,7 @@ def compare(left: Side, right: Side, req: Request, say: Callable[[str], None]) -
     left, right = _arrow_project(ld, cols, types), _arrow_project(rd, cols, types)  # tables from here on
     base = {"keys": keys, "columns": compared, "rows_left": left.num_rows, "rows_right": right.num_rows}
     say("fingerprinting both sides")
-    fingerprint_match = arrow_fingerprint(left, cols) == arrow_fingerprint(right, cols)
+    fingerprint_match = fingerprint(left.select(cols)) == fingerprint(right.select(cols))
     if fingerprint_match:
         say("checking for duplicate keys")
         if not _arrow_has_duplicates(left, keys):

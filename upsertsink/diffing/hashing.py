@@ -1,10 +1,10 @@
-"""Row hashing for the keyed diff, on both engines: one 64-bit hash per row over given columns, and the
-order-independent fingerprint of a table (row count and the sum of its row hashes).
+"""Row hashing for the keyed diff on Spark: one 64-bit hash per row over given columns, and the
+order-independent fingerprint of a table (row count and the sums of its row hashes' halves).
 
-The two engines hash differently (Spark's ``xxhash64``, Arrow columns through ``pandas.util.hash_array``);
-a diff only ever compares hashes made by one engine. Columns are always taken in sorted name order, and
-nulls are marked (a null bitmap on Spark, a null constant on Arrow), so ``(null, 1)`` and ``(1, null)``
-hash apart.
+On Arrow the diff uses the sink's canonical row hash (``upsertsink.fingerprint``). On Spark it uses Spark's
+native ``xxhash64`` instead: the diff compares two tables on one engine, so it needs no cross-engine
+identity, and a native expression keeps the equal case within one scan of both tables. Columns are taken in
+sorted name order, and a null bitmap marks nulls, so ``(null, 1)`` and ``(1, null)`` hash apart.
 """
 
 from __future__ import annotations
@@ -86,43 +86,3 @@ def fold_row_hashes(hashes: Any) -> tuple[int, int, int]:
     hi = int((hashes >> 32).sum(dtype=np.int64))
     lo = int((hashes & 0xFFFFFFFF).sum(dtype=np.int64))
     return len(hashes), hi, lo
-
-
-# ------------------------------------------------------------------------------------------- Arrow
-
-
-def arrow_hash(arr: Any) -> Any:
-    """One uint64 hash per value of an Arrow array; nulls hash to a constant no value is likely to make."""
-    import numpy as np
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    t = arr.type
-    valid = pc.is_valid(arr).to_numpy(zero_copy_only=False)
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-        values = pc.fill_null(arr, False if pa.types.is_boolean(t) else 0).to_numpy(zero_copy_only=False)
-        h = pd.util.hash_array(values)
-    elif pa.types.is_temporal(t):
-        raw = arr.view(pa.int64()) if t.bit_width == 64 else arr.view(pa.int32()).cast(pa.int64())
-        h = pd.util.hash_array(pc.fill_null(raw, 0).to_numpy(zero_copy_only=False))
-    elif pa.types.is_string(t) or pa.types.is_large_string(t):
-        values = pc.fill_null(arr, "").to_numpy(zero_copy_only=False)
-        h = pd.util.hash_array(values.astype(object), categorize=False)
-    else:  # binary, decimal, nested: hash a faithful text form
-        values = np.array([repr(v) for v in arr.to_pylist()], dtype=object)
-        h = pd.util.hash_array(values, categorize=False)
-    return np.where(valid, h, np.uint64(_NULL_HASH))
-
-
-def arrow_fingerprint(table: Any, cols: list[str]) -> tuple[int, int]:
-    """(rows, sum of the mixed per-row hashes as uint64) of an Arrow table over ``cols``."""
-    import numpy as np
-    import pandas as pd
-
-    acc = np.zeros(table.num_rows, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for c in sorted(cols):
-            acc = acc * np.uint64(_PRIME) + arrow_hash(table.column(c).combine_chunks())
-        mixed = pd.util.hash_array(acc)  # non-linear per-row mix, so swapped cells change the sum
-        return table.num_rows, int(mixed.sum(dtype=np.uint64))

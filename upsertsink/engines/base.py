@@ -108,9 +108,6 @@ class Engine(Protocol):
     def upserted_keys(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         """The batch's non-delete rows as (k0..kN, sequence): what a concurrent delete could have overtaken."""
 
-    def stored_sequences(self, request: WriteRequest, snapshot: Snapshot, keys: pa.Table) -> pa.Table:
-        """The table's rows for ``keys`` (k0..kN columns) as (k0..kN, sequence)."""
-
     def commit(
         self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
         metadata: dict[str, Any], new_columns: list[Column],

@@ -21,7 +21,7 @@ from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Snapshot
 from upsertsink.pruning import FileRanges, file_ranges, sql_literal
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan
-from upsertsink.tombstones import SEQUENCE, key_column, stale_mask, stored_sequences
+from upsertsink.tombstones import SEQUENCE, key_column, stale_mask
 
 log = logging.getLogger(__name__)
 
@@ -152,9 +152,6 @@ class EmbeddedEngine:
 
     def upserted_keys(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         return self._rows(request, prepared, deletes=False)
-
-    def stored_sequences(self, request: WriteRequest, snapshot: Snapshot, keys: pa.Table) -> pa.Table:
-        return stored_sequences(snapshot, request.keys, request.sequence, keys)
 
     # -------------------------------------------------------------- commits
 

@@ -29,7 +29,7 @@ from upsertsink.engines.spark_merge import col as _col
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Snapshot
 from upsertsink.spec import DELETE_FLAG, MergePlan
-from upsertsink.tombstones import SEQUENCE, key_column, stored_sequences
+from upsertsink.tombstones import SEQUENCE, key_column
 
 log = logging.getLogger(__name__)
 
@@ -320,9 +320,6 @@ class SparkEngine:
 
     def upserted_keys(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         return self._rows(request, prepared, deletes=False)
-
-    def stored_sequences(self, request: WriteRequest, snapshot: Snapshot, keys: pa.Table) -> pa.Table:
-        return stored_sequences(snapshot, request.keys, request.sequence, keys)
 
     # -------------------------------------------------------------- commits (spark_merge.py)
 
