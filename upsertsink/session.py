@@ -29,22 +29,36 @@ def _local_defaults(master: str) -> dict[str, str]:
     }
 
 
-def spark_session(app_name: str = "upsertsink", master: str = "local[*]", **conf: Any):
+def _submitted() -> bool:
+    """True when this Python process was started by ``spark-submit`` (which chose the master and JARs)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def spark_session(app_name: str = "upsertsink", master: str | None = None, **conf: Any):
     """Return a SparkSession with Delta Lake enabled (JARs from ~/.m2, fetched by Maven if missing).
 
+    ``master`` defaults to ``local[*]``; under ``spark-submit`` the submitted master and ``--jars`` are kept.
     Keyword arguments are Spark settings, e.g. ``spark_session(**{"spark.sql.shuffle.partitions": "8"})``.
     """
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     from upsertsink import jars
 
+    submitted = _submitted()
+    explicit_master = master is not None
+    if master is None:
+        master = SparkConf().get("spark.master", "local[*]") if submitted else "local[*]"
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings: dict[str, str] = {**_local_defaults(master), **_DELTA_CONF}
-    paths = jars.delta_jars() or jars.ensure()
-    settings["spark.jars"] = ",".join(str(p) for p in paths)
+    if not submitted:
+        paths = jars.delta_jars() or jars.ensure()
+        settings["spark.jars"] = ",".join(str(p) for p in paths)
     settings.update({k: str(v) for k, v in conf.items()})
-    builder = SparkSession.builder.appName(app_name).master(master)
+    builder = SparkSession.builder.appName(app_name)
+    if explicit_master or not submitted:
+        builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
