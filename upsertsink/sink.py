@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from upsertsink import batch as B
-from upsertsink import markers
+from upsertsink import markers, storage
 from upsertsink.engines.base import TombstoneSpec, tombstone_path
 from upsertsink.errors import ConcurrentWriteError, InvalidInputError, ReplayDivergenceError
 from upsertsink.spec import MergePlan
@@ -111,11 +111,12 @@ class UpsertSink:
         if self.delete_when is not None:
             delete_tree = B.parse_predicate(self.delete_when, [c.name for c in source_cols])
 
+        options = storage.deltalake_options(self.target, self.storage_options, getattr(engine, "spark", None))
         prepared = None
         for attempt in range(self.max_retries + 1):
             # One deltalake snapshot per attempt answers the schema and marker questions (and, on the
             # embedded engine, is the table the MERGE commits against: a concurrent commit makes it conflict).
-            snapshot = markers.open_table(self.target, self.storage_options)
+            snapshot = markers.open_table(self.target, options)
             target_cols = engine.target_columns(self.target, snapshot)
             new_cols, casts = B.check_columns(
                 source_cols, target_cols, self.keys, self.sequence_by, self.schema_evolution, self.target
@@ -163,7 +164,8 @@ class UpsertSink:
 
     def last_batch_id(self) -> int | None:
         """The last batch id committed to the table for this sink's app_id, or None."""
-        return markers.last_batch_id(self.target, self.app_id, self.storage_options)
+        options = storage.deltalake_options(self.target, self.storage_options)
+        return markers.last_batch_id(self.target, self.app_id, options)
 
     def foreach_batch(self, df: Any, epoch_id: int) -> None:
         """For ``df.writeStream.foreachBatch(sink.foreach_batch)``: the epoch id is the batch id."""
@@ -178,7 +180,7 @@ class UpsertSink:
         if _is_spark_dataframe(data):
             from upsertsink.engines.spark import SparkBatch
 
-            return SparkBatch(data)
+            return SparkBatch(data, self.storage_options)
         from upsertsink.engines.embedded import EmbeddedBatch
 
         return EmbeddedBatch(data, self.storage_options)

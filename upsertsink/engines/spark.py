@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from upsertsink import batch as B
-from upsertsink import markers
+from upsertsink import markers, storage
 from upsertsink.engines.base import (
     TOMBSTONE_BATCH,
     TOMBSTONE_DELETED_AT,
@@ -104,15 +104,20 @@ class SparkBatch:
     engine = "spark"
     RetryableConflict = RetryableConflict
 
-    def __init__(self, df: Any):
+    def __init__(self, df: Any, storage_options: dict[str, str] | None = None):
         self.df = df
         self.spark = df.sparkSession
+        self.storage_options = storage_options
+
+    def _options(self, path: str) -> dict[str, str] | None:
+        """deltalake's options for path: the sink's, else derived from this session's S3A settings."""
+        return storage.deltalake_options(path, self.storage_options, self.spark)
 
     def columns(self) -> list[B.Column]:
         return [B.Column(f.name, _category(f.dataType), f.dataType.simpleString()) for f in self.df.schema]
 
     def _target_schema(self, path: str):
-        if not markers.table_exists(path):
+        if not markers.table_exists(path, self._options(path)):
             check_not_other(path)
             return None
         return self.spark.read.format("delta").load(path).schema
@@ -247,7 +252,7 @@ class SparkBatch:
         df = prepared.data
         kcols = [tombstone_key(i) for i in range(len(spec.keys))]
         dropped = 0
-        if markers.table_exists(spec.path):
+        if markers.table_exists(spec.path, self._options(spec.path)):
             seq_type = df.schema[spec.sequence].dataType
             tomb = self.spark.read.format("delta").load(spec.path).select(
                 *[F.col(k).alias(f"__tomb_{k}") for k in kcols],
@@ -268,7 +273,7 @@ class SparkBatch:
         )
         rows = deletes.toArrow()
         if rows.num_rows:
-            record_tombstones(rows, spec, None)
+            record_tombstones(rows, spec, self._options(spec.path))
         return dropped
 
     # -------------------------------------------------------------- commit
@@ -312,7 +317,8 @@ class SparkBatch:
             if batch_id is not None:
                 session.conf.set("spark.databricks.delta.write.txnAppId", app_id)
                 session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-            before = markers_version(path)
+            options = self._options(path)
+            before = markers_version(path, options)
             on = F.expr(plan.on("spark"))
             pruning = _in_key_ranges(TARGET, prepared.key_ranges)
             if pruning is not None:
@@ -326,16 +332,16 @@ class SparkBatch:
                 merge = merge.whenMatchedUpdate(condition=plan.update_condition("spark"), set=plan.update_set("spark"))
             merge = merge.whenNotMatchedInsert(condition=plan.insert_condition("spark"), values=plan.insert_values("spark"))
             metrics = merge.execute().first()
-            version = markers_version(path)
+            version = markers_version(path, options)
             if version == before and batch_id is not None:
                 # No row changed and Delta made no commit: record the marker alone with an empty append,
                 # unless a concurrent writer committed this very batch meanwhile.
-                done = markers.last_batch_id(path, app_id)
+                done = markers.last_batch_id(path, app_id, options)
                 if done is not None and done >= batch_id:
                     raise RetryableConflict(f"batch {batch_id} was committed concurrently by another writer")
                 empty = session.createDataFrame([], df.drop(DELETE_FLAG).schema)
                 empty.write.format("delta").mode("append").save(path)
-                version = markers_version(path)
+                version = markers_version(path, options)
         except Exception as err:
             if _is_conflict(err):
                 raise RetryableConflict(str(err).splitlines()[0]) from err
@@ -400,7 +406,9 @@ class SparkBatch:
         return changed.localCheckpoint(eager=True)
 
 
-def markers_version(path: str) -> int | None:
+def markers_version(path: str, storage_options: dict[str, str] | None = None) -> int | None:
     from deltalake import DeltaTable
 
-    return DeltaTable(path).version() if markers.table_exists(path) else None
+    if not markers.table_exists(path, storage_options):
+        return None
+    return DeltaTable(path, storage_options=storage_options).version()
