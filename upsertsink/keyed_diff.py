@@ -206,7 +206,9 @@ class _Source:
     def delta_table(self) -> Any:
         import deltalake
 
-        return deltalake.DeltaTable(self.path, version=self.version)
+        from upsertsink.storage import deltalake_options
+
+        return deltalake.DeltaTable(self.path, version=self.version, storage_options=deltalake_options(self.path))
 
 
 def _split_version(text: str) -> tuple[str, int | None]:
@@ -222,16 +224,24 @@ def _resolve(value: Any, side: str) -> _Source:
     if isinstance(value, (str, os.PathLike)):
         text = os.fspath(value)
         path, version = _split_version(text)
-        if not os.path.exists(path):
+        from upsertsink.storage import deltalake_options
+
+        options = deltalake_options(path)
+        if "://" in path and not path.startswith("file://"):  # object storage: ask deltalake
+            import deltalake
+
+            if not deltalake.DeltaTable.is_deltatable(path, storage_options=options):
+                raise NotADeltaTableError(f"{side}: {path!r} is not a Delta table (no _delta_log there)")
+        elif not os.path.exists(path):
             raise InvalidInputError(f"{side}: no such table path {path!r}")
-        if not os.path.isdir(os.path.join(path, "_delta_log")):
+        elif not os.path.isdir(os.path.join(path, "_delta_log")):
             raise NotADeltaTableError(f"{side}: {path!r} is not a Delta table (no _delta_log directory)")
         src = _Source(side, "delta", None, text, path=path, version=version)
         if version is not None:
             try:
                 import deltalake
 
-                latest = deltalake.DeltaTable(path).version()
+                latest = deltalake.DeltaTable(path, storage_options=options).version()
             except Exception as exc:  # deltalake raises its own error types
                 raise InvalidInputError(f"{side}: cannot read Delta table {path!r}: {exc}") from exc
             if version > latest:
