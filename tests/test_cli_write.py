@@ -56,7 +56,7 @@ def test_write_text_output_and_status(files):
     assert r.returncode == 0 and "2 inserted" in r.stdout
     st = run("status", target, "--json")
     info = json.loads(st.stdout)
-    assert info["version"] == 1 and info["batches"] == {"nightly": 7}
+    assert info["version"] == 0 and info["batches"] == {"nightly": 7}  # created with data and marker in one commit
     assert info["commits"][0]["inserted"] == 2 and info["commits"][0]["batch_id"] == 7
     text = run("status", target)
     assert text.returncode == 0 and "nightly" in text.stdout and "last batch id 7" in text.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from datetime import timedelta
 
@@ -75,9 +76,15 @@ def test_marker_is_a_delta_transaction_identifier_in_the_data_commit(engine, tmp
     sink = UpsertSink(path, "id", app_id="job-a")
     sink.write(engine.frame(rows((1, "a", 1)), SCHEMA), batch_id=7)
     table = DeltaTable(path)
-    assert table.transaction_version("job-a") == 7
+    # the first batch creates the table: data and marker in one commit, version 0, no empty table before it
+    assert table.version() == 0 and table.transaction_version("job-a") == 7
+    assert json.loads(table.history(1)[0]["userMetadata"])["batch_id"] == 7
+    sink.write(engine.frame(rows((2, "b", 1)), SCHEMA), batch_id=8)
+    table = DeltaTable(path)
+    assert table.version() == 1 and table.transaction_version("job-a") == 8
     commit = table.history(1)[0]
     assert commit["operation"] == "MERGE"  # marker and data in the same commit
+    assert json.loads(commit["userMetadata"])["batch_id"] == 8
     other = UpsertSink(path, "id", app_id="job-b")
     assert other.last_batch_id() is None
 
@@ -274,7 +281,7 @@ def existing(engine, tmp_path):
 
 
 def _untouched(path):
-    assert version(path) == 1
+    assert version(path) == 0  # the first write's one commit, nothing after it
     assert read_rows(path) == rows((1, "a", 1))
 
 

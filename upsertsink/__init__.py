@@ -12,6 +12,7 @@ from upsertsink.errors import (
     ReplayDivergenceError,
     SchemaMismatchError,
     UpsertSinkError,
+    WriteFailedError,
 )
 from upsertsink.session import spark_session
 
@@ -29,6 +30,7 @@ __all__ = [
     "SchemaMismatchError",
     "UpsertSink",
     "UpsertSinkError",
+    "WriteFailedError",
     "WriteResult",
     "diff",
     "spark_session",

@@ -6,12 +6,9 @@ type text); everything here decides on those, so both engines accept and refuse 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import sqlglot
-from sqlglot import exp
-
-from upsertsink.errors import DuplicateKeyError, InvalidInputError, SchemaMismatchError
+from upsertsink.errors import DuplicateKeyError, InvalidInputError, SchemaMismatchError, option
 from upsertsink.spec import DELETE_FLAG
 
 MAX_NAMED_KEYS = 5
@@ -25,6 +22,7 @@ class Column:
     name: str
     category: str  # integer, float, decimal, string, boolean, date, timestamp, binary, null, or other:<t>
     type: str  # the engine's own type text, for messages
+    dtype: object = field(default=None, compare=False)  # the engine's own type object (Arrow or Spark)
 
 
 def normalize_keys(keys: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -41,11 +39,17 @@ def normalize_keys(keys: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return keys
 
 
+MAX_BATCH_ID = 2**63 - 1  # a Delta transaction identifier's version is a signed 64-bit number
+
+
 def check_batch_id(batch_id: object) -> int | None:
     if batch_id is None:
         return None
-    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
-        raise InvalidInputError(f"batch_id must be an int >= 0 or None, got {batch_id!r}")
+    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or not 0 <= batch_id <= MAX_BATCH_ID:
+        raise InvalidInputError(
+            f"{option('batch_id')} must be an integer from 0 to 2**63-1 (a Delta transaction version), or "
+            f"None; got {batch_id!r}"
+        )
     return batch_id
 
 
@@ -93,7 +97,7 @@ def check_columns(
     if extra and not schema_evolution:
         raise SchemaMismatchError(
             f"the batch has column(s) {[c.name for c in extra]} that table {target_name} does not have; "
-            "pass schema_evolution=True to add them, or drop them from the batch"
+            f"pass {option('schema_evolution', 'True')} to add them, or drop them from the batch"
         )
     absent = [c.name for c in target if c.name not in names]
     if absent:
@@ -115,25 +119,6 @@ def check_columns(
     return [c for c in extra if c.category != "null"], casts
 
 
-def parse_predicate(predicate: str, columns: list[str], option: str = "delete_when") -> exp.Expression:
-    """Parse a SQL predicate (Spark dialect) and check every column it names exists in the batch."""
-    if not isinstance(predicate, str) or not predicate.strip():
-        raise InvalidInputError(f"{option} must be a non-empty SQL predicate string, got {predicate!r}")
-    try:
-        tree = sqlglot.parse_one(predicate, read="spark")
-    except sqlglot.errors.ParseError as err:
-        raise InvalidInputError(f"{option} is not a valid SQL predicate: {predicate!r} ({err})") from None
-    if tree is None or isinstance(tree, (exp.Select, exp.Command)) or tree.find(exp.Subquery, exp.Select):
-        raise InvalidInputError(f"{option} must be a predicate over the batch's columns: {predicate!r}")
-    unknown = sorted({c.name for c in tree.find_all(exp.Column) if c.name not in columns})
-    if unknown:
-        raise InvalidInputError(
-            f"{option} {predicate!r} names column(s) {unknown} that the batch does not have; "
-            f"batch columns are {columns}"
-        )
-    return tree
-
-
 def needs_column_mapping(columns: list[str]) -> bool:
     return any(SPARK_UNSAFE_NAME_CHARS & set(c) for c in columns)
 
@@ -142,6 +127,30 @@ def null_error(column: str, count: int, role: str) -> InvalidInputError:
     return InvalidInputError(
         f"{role} column {column!r} has {count} null value(s) in this batch; {role} values must not be null "
         "(drop or fill those rows before writing). Nothing was written."
+    )
+
+
+def nan_error(column: str, count: int, role: str) -> InvalidInputError:
+    return InvalidInputError(
+        f"{role} column {column!r} has {count} NaN value(s) in this batch; a NaN {role} never compares "
+        "equal or greater, so such a row could never be updated again (drop or fill those rows before "
+        "writing). Nothing was written."
+    )
+
+
+def check_stats(keys: tuple[str, ...], sequence: str | None, nulls: dict[str, int], nans: dict[str, int]) -> None:
+    """Raise for null or NaN key and sequence values, naming the first column at fault."""
+    for name, role in [*((k, "key") for k in keys), *(((sequence, "sequence_by"),) if sequence else ())]:
+        if nulls.get(name):
+            raise null_error(name, nulls[name], role)
+        if nans.get(name):
+            raise nan_error(name, nans[name], role)
+
+
+def cast_overflow_error(column: str, count: int, source_type: str, target_type: str) -> SchemaMismatchError:
+    return SchemaMismatchError(
+        f"column {column!r}: {count} value(s) of the batch's {source_type} do not fit the table's {target_type}; "
+        "fix those values or widen the table's column. Nothing was written."
     )
 
 

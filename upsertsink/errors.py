@@ -35,6 +35,13 @@ class ConcurrentWriteError(UpsertSinkError):
     """Concurrent writers kept conflicting with this write after every retry; nothing was written."""
 
 
+class WriteFailedError(UpsertSinkError):
+    """The write failed for a reason outside the batch (storage, engine, an interruption).
+
+    The table is left as it was, or with this batch fully applied; sending the same batch again is safe.
+    """
+
+
 # ---------------------------------------------------------------- naming settings in messages
 
 # Python parameter name -> the CLI flag that sets it, where the flag is not simply --name-with-dashes.

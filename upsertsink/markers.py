@@ -5,41 +5,35 @@ A committed batch leaves two things in the one commit that also holds its data:
 - a ``txn`` action (appId = the sink's app id, version = the batch id): the marker Delta itself knows, which
   both delta-spark and deltalake read and write, so a table can move between engines;
 - ``commitInfo.userMetadata``: a JSON object ``{"upsertsink": 1, "app_id", "batch_id", "fingerprint",
-  "rows", "algorithm", "engine", "inserted", "updated", "deleted"}`` used to detect divergent replays and
-  by ``upsertsink status``.
+  "rows", "algorithm", "engine"}`` used to detect divergent replays and by ``upsertsink status``.
 
-Both are read with deltalake (no JVM), whichever engine wrote them.
+Both are read with deltalake (no JVM), whichever engine wrote them. The commit that recorded a batch is found
+by a binary search over table versions on the ``txn`` version (which only grows for one app id), so finding
+it costs the same however many commits other writers made since.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
+
+from upsertsink.errors import NotADeltaTableError
+from upsertsink.fingerprint import Fingerprint
+from upsertsink.tombstones import HELPER_DIRS
 
 log = logging.getLogger(__name__)
 
 METADATA_MARK = "upsertsink"
-HISTORY_SEARCH_LIMIT = 500
+RECENT_COMMITS = 20  # looked at first: a replay is most often of one of the last batches
+STATUS_HISTORY = 200
+
+__all__ = ["Fingerprint", "Snapshot", "committed_fingerprint", "open_snapshot", "status"]
 
 
-@dataclass(frozen=True)
-class Fingerprint:
-    """An order-independent digest of a batch's rows. ``algorithm`` names the engine's hashing."""
-
-    algorithm: str
-    rows: int
-    value: str
-
-    def matches(self, other: Fingerprint) -> bool | None:
-        """True/False when comparable; None when the algorithms differ and only row counts agree."""
-        if self.algorithm != other.algorithm:
-            return None if self.rows == other.rows else False
-        return self.rows == other.rows and self.value == other.value
-
-
-def encode_metadata(app_id: str, batch_id: int | None, fp: Fingerprint, engine: str) -> dict[str, Any]:
+def encode_metadata(app_id: str, batch_id: int | None, fp: Fingerprint, engine: str, **extra: Any) -> dict[str, Any]:
     return {
         METADATA_MARK: 1,
         "app_id": app_id,
@@ -48,6 +42,7 @@ def encode_metadata(app_id: str, batch_id: int | None, fp: Fingerprint, engine: 
         "algorithm": fp.algorithm,
         "rows": fp.rows,
         "fingerprint": fp.value,
+        **extra,
     }
 
 
@@ -63,10 +58,70 @@ def decode_metadata(commit: dict[str, Any]) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) and meta.get(METADATA_MARK) == 1 else None
 
 
-def _open(path: str, storage_options: dict[str, str] | None = None):
+def _fingerprint_of(meta: dict[str, Any]) -> Fingerprint | None:
+    try:
+        return Fingerprint(str(meta["algorithm"]), int(meta["rows"]), str(meta["fingerprint"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------- the target as one attempt sees it
+
+
+def _local(path: str) -> str | None:
+    if "://" in path and not path.startswith("file://"):
+        return None
+    return path.removeprefix("file://")
+
+
+def check_target_path(path: str) -> None:
+    """Refuse a local target that is a file, or a folder holding data that is not a Delta table.
+
+    A folder that holds nothing but the sink's own helper data (a crash before the first data commit) is a
+    new table.
+    """
+    local = _local(path)
+    if local is None:
+        return
+    if os.path.isfile(local):
+        raise NotADeltaTableError(f"target {path} is a file, not a Delta table folder")
+    if os.path.isdir(local) and not os.path.isdir(os.path.join(local, "_delta_log")):
+        entries = [e for e in os.listdir(local) if not e.startswith(".") and e not in HELPER_DIRS]
+        if entries:
+            raise NotADeltaTableError(
+                f"target {path} exists but is not a Delta table (no _delta_log; it holds {sorted(entries)[:5]}); "
+                "choose an empty or new path, or convert it to Delta first"
+            )
+
+
+@dataclass
+class Snapshot:
+    """The target table at one version (deltalake), or no table yet."""
+
+    path: str
+    table: Any | None
+    storage_options: dict[str, str] | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.table is not None
+
+    @property
+    def version(self) -> int | None:
+        return None if self.table is None else self.table.version()
+
+    def last_batch(self, app_id: str) -> int | None:
+        return None if self.table is None else self.table.transaction_version(app_id)
+
+
+def open_snapshot(path: str, storage_options: dict[str, str] | None = None) -> Snapshot:
+    """The target's latest snapshot; refuses a path that is neither a Delta table nor new."""
     from deltalake import DeltaTable
 
-    return DeltaTable(path, storage_options=storage_options)
+    check_target_path(path)
+    if not DeltaTable.is_deltatable(path, storage_options=storage_options):
+        return Snapshot(path, None, storage_options)
+    return Snapshot(path, DeltaTable(path, storage_options=storage_options), storage_options)
 
 
 def table_exists(path: str, storage_options: dict[str, str] | None = None) -> bool:
@@ -77,29 +132,116 @@ def table_exists(path: str, storage_options: dict[str, str] | None = None) -> bo
 
 def last_batch_id(path: str, app_id: str, storage_options: dict[str, str] | None = None) -> int | None:
     """The last batch id committed for app_id (the Delta ``txn`` version), None if none or no table."""
-    if not table_exists(path, storage_options):
-        return None
-    return _open(path, storage_options).transaction_version(app_id)
+    return open_snapshot(path, storage_options).last_batch(app_id)
 
 
-def open_table(path: str, storage_options: dict[str, str] | None = None):
-    """The deltalake DeltaTable at path, or None when there is no Delta table there."""
-    return _open(path, storage_options) if table_exists(path, storage_options) else None
+# ---------------------------------------------------------------- finding a batch's commit
 
 
-def committed_fingerprint(table, app_id: str, batch_id: int) -> Fingerprint | None:
-    """The fingerprint recorded with batch_id for app_id, searching recent history; None if not found."""
-    for commit in table.history(HISTORY_SEARCH_LIMIT):
+@dataclass(frozen=True)
+class Committed:
+    """What the log says about one (app id, batch id): ``state`` is one of
+
+    ``found`` (its commit and fingerprint are here), ``no-fingerprint`` (its commit carries none),
+    ``gone`` (the log no longer holds its commit), ``never`` (the app's marker went past it without it).
+    """
+
+    state: str
+    fingerprint: Fingerprint | None = None
+    version: int | None = None
+    tombstones_version: int | None = None  # the tombstone table's version the batch's writer had seen
+
+
+def committed_fingerprint(snapshot: Snapshot, app_id: str, batch_id: int) -> Committed:
+    """Find the commit that recorded ``batch_id`` for ``app_id`` and its fingerprint (metadata only)."""
+    table = snapshot.table
+    for commit in table.history(RECENT_COMMITS):
         meta = decode_metadata(commit)
         if meta and meta.get("app_id") == app_id and meta.get("batch_id") == batch_id:
-            return Fingerprint(meta["algorithm"], int(meta["rows"]), meta["fingerprint"])
+            found = _fingerprint_of(meta)
+            return Committed(
+                "found" if found else "no-fingerprint", found, commit.get("version"), meta.get("tombstones_version")
+            )
+    try:
+        version, earliest = _first_version_reaching(snapshot, app_id, batch_id)
+    except Exception as err:  # noqa: BLE001 - a version the log can no longer rebuild
+        log.debug("searching the log of %s for batch %s: %s", snapshot.path, batch_id, err)
+        return Committed("gone")
+    if version is None:
+        return Committed("gone")
+    commit = _read_commit_info(snapshot, version)
+    meta = decode_metadata(commit) if commit else None
+    ours = bool(meta) and meta.get("app_id") == app_id and meta.get("batch_id") == batch_id
+    if version == earliest and version > 0 and not ours:
+        return Committed("gone")  # the marker reached batch_id before the oldest commit the log still holds
+    if _txn_at(snapshot, app_id, version) != batch_id:
+        return Committed("never", version=version)
+    found = _fingerprint_of(meta) if ours else None
+    seen = meta.get("tombstones_version") if ours else None
+    return Committed("found" if found else "no-fingerprint", found, version, seen)
+
+
+def _txn_at(snapshot: Snapshot, app_id: str, version: int) -> int | None:
+    from deltalake import DeltaTable
+
+    table = DeltaTable(snapshot.path, version=version, storage_options=snapshot.storage_options)
+    return table.transaction_version(app_id)
+
+
+def _first_version_reaching(snapshot: Snapshot, app_id: str, batch_id: int) -> tuple[int | None, int | None]:
+    """(first version whose txn for app_id is >= batch_id, earliest version the log holds)."""
+    low, high = _earliest_version(snapshot), snapshot.version
+    if low is None or high is None:
+        return None, low
+    earliest = low
+    while low < high:  # txn only grows; txn(high) >= batch_id is known
+        mid = (low + high) // 2
+        reached = _txn_at(snapshot, app_id, mid)
+        if reached is not None and reached >= batch_id:
+            high = mid
+        else:
+            low = mid + 1
+    return high, earliest
+
+
+def _log_files(snapshot: Snapshot) -> list[str]:
+    import pyarrow.fs as pafs
+    from deltalake.fs import DeltaStorageHandler
+
+    fs = pafs.PyFileSystem(DeltaStorageHandler(snapshot.table.table_uri, snapshot.storage_options))
+    return [info.base_name for info in fs.get_file_info(pafs.FileSelector("_delta_log"))]
+
+
+def _earliest_version(snapshot: Snapshot) -> int | None:
+    versions = [int(n.split(".")[0]) for n in _log_files(snapshot) if n.endswith(".json") and n[:20].isdigit()]
+    return min(versions) if versions else None
+
+
+def _read_commit_info(snapshot: Snapshot, version: int) -> dict[str, Any] | None:
+    import pyarrow.fs as pafs
+    from deltalake.fs import DeltaStorageHandler
+
+    fs = pafs.PyFileSystem(DeltaStorageHandler(snapshot.table.table_uri, snapshot.storage_options))
+    try:
+        with fs.open_input_stream(f"_delta_log/{version:020d}.json") as f:
+            text = f.read().decode()
+    except (FileNotFoundError, OSError):
+        return None
+    for line in text.splitlines():
+        if line.strip().startswith('{"commitInfo"'):
+            return json.loads(line)["commitInfo"]
     return None
+
+
+# ---------------------------------------------------------------- status
 
 
 def status(path: str, limit: int = 10, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
     """Table version, last batch id per app id seen in history, and the recent commits with counts."""
-    table = _open(path, storage_options)
-    history = table.history(HISTORY_SEARCH_LIMIT)
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path, storage_options=storage_options)
+    history = table.history(max(limit, STATUS_HISTORY))
     app_ids: list[str] = []
     commits = []
     for commit in history:
@@ -115,7 +257,9 @@ def status(path: str, limit: int = 10, storage_options: dict[str, str] | None = 
                     "operation": commit.get("operation"),
                     "app_id": meta.get("app_id") if meta else None,
                     "batch_id": meta.get("batch_id") if meta else None,
-                    "inserted": _metric(metrics, "num_target_rows_inserted", "numTargetRowsInserted"),
+                    "inserted": _metric(
+                        metrics, "num_target_rows_inserted", "numTargetRowsInserted", "num_added_rows", "numOutputRows"
+                    ),
                     "updated": _metric(metrics, "num_target_rows_updated", "numTargetRowsUpdated"),
                     "deleted": _metric(metrics, "num_target_rows_deleted", "numTargetRowsDeleted"),
                 }

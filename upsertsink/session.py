@@ -51,6 +51,9 @@ def spark_session(app_name: str = "upsertsink", master: str | None = None, **con
         master = SparkConf().get("spark.master", "local[*]") if submitted else "local[*]"
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers run upsertsink's own code (the Spark engine's one-pass batch statistics): they use this
+    # interpreter unless the user chose another.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings: dict[str, str] = {**_local_defaults(master), **_DELTA_CONF}
     if not submitted:
         paths = jars.delta_jars() or jars.ensure()

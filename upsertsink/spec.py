@@ -40,6 +40,8 @@ class MergePlan:
     columns: tuple[str, ...]  # every column written, keys and sequence included, in table order
     sequence: str | None = None
     deletes: bool = False
+    upserts: bool = True  # False: a repair plan, whose source holds only deletes (no UPDATE/INSERT clauses)
+    new_columns: tuple[str, ...] = ()  # columns this MERGE adds to the table (schema evolution)
 
     @property
     def value_columns(self) -> tuple[str, ...]:
@@ -65,7 +67,10 @@ class MergePlan:
         parts = []
         for c in self.value_columns:
             t, s = self.ref(TARGET, c, dialect), self.ref(SOURCE, c, dialect)
-            parts.append(f"NOT ({t} <=> {s})" if dialect == "spark" else f"({t} IS DISTINCT FROM {s})")
+            if c in self.new_columns:  # the table has no such column yet: every stored value is null
+                parts.append(f"({s} IS NOT NULL)")
+            else:
+                parts.append(f"NOT ({t} <=> {s})" if dialect == "spark" else f"({t} IS DISTINCT FROM {s})")
         return "(" + " OR ".join(parts) + ")"
 
     def _flag(self, dialect: Dialect, negate: bool) -> str | None:
@@ -90,7 +95,7 @@ class MergePlan:
 
     @property
     def has_update(self) -> bool:
-        return bool(self.value_columns)
+        return self.upserts and bool(self.value_columns)
 
     def insert_condition(self, dialect: Dialect) -> str | None:
         return self._flag(dialect, negate=True)

@@ -1,36 +1,67 @@
-"""Types shared by the engines: a prepared batch, a commit's outcome, and where tombstones live."""
+"""The seam between the write protocol and the two engines: one request type, one protocol, shared types.
+
+The protocol (``upsertsink/protocol.py``) decides; an engine executes. An engine holds one batch (a Spark
+DataFrame or an Arrow table) and answers a fixed set of questions about it, each taking the
+:class:`WriteRequest` (what the sink was asked to do) and, where the table matters, the attempt's
+:class:`~upsertsink.markers.Snapshot`. Neither engine imports the other; what they share lives in
+``fingerprint.py`` (row hashes), ``tombstones.py`` (remembered deletes), ``conflicts.py`` (lost races),
+``predicate.py`` (``delete_when``) and ``spec.py`` (the MERGE plan).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Protocol
 
-from upsertsink.markers import Fingerprint
+import numpy as np
+import pyarrow as pa
 
-# Tombstones live in a small Delta table inside the target folder. Its columns have neutral names, so any
-# key column name works there: k0..kN (the key values), then these.
-TOMBSTONE_DIR = "_upsertsink_tombstones"
-TOMBSTONE_SEQUENCE = "sequence"
-TOMBSTONE_DELETED_AT = "deleted_at_us"
-TOMBSTONE_BATCH = "batch_id"
-
-
-def tombstone_key(i: int) -> str:
-    return f"k{i}"
+from upsertsink.batch import Column
+from upsertsink.fingerprint import Fingerprint
+from upsertsink.markers import Snapshot
+from upsertsink.predicate import Predicate
+from upsertsink.spec import MergePlan
 
 
-def tombstone_path(target: str) -> str:
-    return target.rstrip("/") + "/" + TOMBSTONE_DIR
+@dataclass(frozen=True)
+class WriteRequest:
+    """One ``write()`` call: the sink's settings and the batch id, fixed for every attempt."""
+
+    target: str
+    keys: tuple[str, ...]
+    sequence: str | None
+    delete_when: Predicate | None
+    app_id: str
+    batch_id: int | None
+    partition_by: tuple[str, ...] | None = None
+    storage_options: dict[str, str] | None = None
+
+    @property
+    def tracks_deletes(self) -> bool:
+        """Deletes are remembered (tombstones) only when a sequence orders them against later rows."""
+        return self.delete_when is not None and self.sequence is not None
 
 
 @dataclass
 class PreparedBatch:
-    """A validated batch: duplicates resolved, delete flag added, and the fingerprint of what was sent."""
+    """A validated batch: cast to the table's types, duplicates resolved, delete flag added.
 
-    data: Any  # pyarrow.Table or Spark DataFrame
+    ``fingerprint`` is of the batch as sent (before duplicate resolution); ``key_hashes`` are the canonical
+    key hashes of ``data``'s rows (None when the batch is too large to hold them in one process);
+    ``key_ranges`` the batch's (min, max) per orderable key, for file skipping.
+    """
+
+    data: Any  # pyarrow.Table or Spark DataFrame, with the delete flag column when delete_when is set
     fingerprint: Fingerprint
     rows: int
-    key_ranges: dict[str, tuple[Any, Any]] | None = None  # per key: (min, max) in the batch, when orderable
+    key_hashes: np.ndarray | None = None
+    key_ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    casts: tuple[str, ...] = ()
+    delete_count: int | None = None  # rows flagged as deletes, when known without another pass
+
+    def with_data(self, data: Any, rows: int | None = None, added_deletes: int = 0) -> PreparedBatch:
+        deletes = None if self.delete_count is None else self.delete_count + added_deletes
+        return replace(self, data=data, rows=self.rows if rows is None else rows, delete_count=deletes)
 
 
 @dataclass(frozen=True)
@@ -39,12 +70,53 @@ class CommitOutcome:
     inserted: int
     updated: int
     deleted: int
+    files_scanned: int | None = None
+    files_rewritten: int | None = None
 
 
-@dataclass(frozen=True)
-class TombstoneSpec:
-    path: str
-    keys: tuple[str, ...]
-    sequence: str
-    batch_id: int | None
-    retention_us: int | None
+class Engine(Protocol):
+    """What the write protocol asks of an engine, for one batch."""
+
+    name: ClassVar[str]
+    storage_options: dict[str, str] | None
+
+    def columns(self) -> list[Column]:
+        """The batch's columns (names, type categories, the engine's type text)."""
+
+    def target_columns(self, request: WriteRequest, snapshot: Snapshot) -> list[Column] | None:
+        """The table's columns as this engine reads them; None when there is no table yet."""
+
+    def fingerprint(self, request: WriteRequest, target: list[Column] | None, casts: list[str]) -> Fingerprint:
+        """The fingerprint of the batch as it would be prepared (for checking a replay without preparing it)."""
+
+    def prepare(self, request: WriteRequest, target: list[Column] | None, casts: list[str]) -> PreparedBatch:
+        """Cast, check nulls/NaNs/overflows, resolve duplicate keys, add the delete flag, take the fingerprint."""
+
+    def key_sample(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
+        """A zero-row Arrow table with the batch's key columns (their types, for matching tombstones)."""
+
+    def apply_tombstones(
+        self, request: WriteRequest, prepared: PreparedBatch, tombstones: pa.Table
+    ) -> tuple[PreparedBatch, int]:
+        """Turn rows made stale by ``tombstones`` (k0..kN, sequence) into deletes; returns (batch, stale rows)."""
+
+    def deletes(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
+        """The batch's delete rows as (k0..kN, sequence), to remember them."""
+
+    def upserted_keys(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
+        """The batch's non-delete rows as (k0..kN, sequence): what a concurrent delete could have overtaken."""
+
+    def stored_sequences(self, request: WriteRequest, snapshot: Snapshot, keys: pa.Table) -> pa.Table:
+        """The table's rows for ``keys`` (k0..kN columns) as (k0..kN, sequence)."""
+
+    def commit(
+        self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
+        metadata: dict[str, Any], new_columns: list[Column],
+    ) -> CommitOutcome:
+        """Create the table or MERGE into it, with the marker and metadata in the same commit.
+
+        Raises RetryableConflict when a concurrent commit won.
+        """
+
+    def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
+        """Delete stored rows older than ``deletes`` (k0..kN, sequence); no marker. None when nothing changed."""

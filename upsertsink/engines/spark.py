@@ -1,86 +1,44 @@
-"""The plan executed with delta-spark on a Spark DataFrame.
+"""The write protocol's steps executed with delta-spark on a Spark DataFrame.
 
-The batch is evaluated once: it is checkpointed locally (``localCheckpoint``), then one aggregation pass
-gives the null counts, the duplicate-key count and the fingerprint, and the MERGE reads the checkpoint
-(Delta's own source materialization is switched off for it, since the checkpoint already is one).
+The batch is evaluated once: it is checkpointed locally (lazily: the first job over it fills the checkpoint)
+and one ``mapInArrow`` pass (``spark_stats.py``) gives the row count, the canonical fingerprint, null/NaN/
+overflow counts, key ranges and key hashes. The MERGE reads the checkpoint (Delta's own source
+materialization is switched off for it, since the checkpoint already is one).
 
 Batch markers go through Delta's session settings ``spark.databricks.delta.write.txnAppId/txnVersion``,
-which are global to a SparkSession (delta-io/delta#3934). Every commit therefore runs in its own
-``spark.newSession()``: concurrent writes from several threads never see each other's markers, and the
-user's session is never changed.
+which are global to a SparkSession (delta-io/delta#3934). Commits therefore run in a child session
+(``newSession()``, one per thread and user session, kept between writes): concurrent writes from several
+threads never see each other's markers, and the user's session is never changed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-import time
-from decimal import Decimal
-from typing import Any
+import threading
+from typing import Any, ClassVar
 
 import numpy as np
+import pyarrow as pa
 
 from upsertsink import batch as B
-from upsertsink import markers, storage
-from upsertsink.engines.base import (
-    TOMBSTONE_BATCH,
-    TOMBSTONE_DELETED_AT,
-    TOMBSTONE_SEQUENCE,
-    CommitOutcome,
-    PreparedBatch,
-    TombstoneSpec,
-    tombstone_key,
-)
-from upsertsink.engines.embedded import check_not_other, record_tombstones
+from upsertsink import faults
+from upsertsink import fingerprint as fp
+from upsertsink.conflicts import RetryableConflict, first_line, spark_conflict
+from upsertsink.engines import spark_stats
+from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
-from upsertsink.markers import Fingerprint
+from upsertsink.markers import Snapshot
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
+from upsertsink.tombstones import SEQUENCE, key_column, stored_sequences
 
 log = logging.getLogger(__name__)
 
-ALGORITHM = "spark-xxhash64-v1"
-_CONFLICT_MARKERS = (
-    "Concurrent", "MetadataChanged", "ProtocolChanged", "DELTA_CONCURRENT", "already exists",
-    "DELTA_TABLE_ALREADY_EXISTS", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED",
-)
-
-
-# Up to this many rows, key uniqueness is checked on the driver from 64-bit key hashes (8 bytes a row).
-DRIVER_KEY_CHECK_ROWS = 2_000_000
-
-# Batches up to this many rows are broadcast when the no-op rows are looked up in the target.
-BROADCAST_MAX_ROWS = 2_000_000
-
-# Key types whose batch min/max narrows the target scan through Delta's file statistics.
+OK_PREFIX = "__upsertsink_ok_"  # per cast column: the value fits the table's type (dropped before the MERGE)
+STALE = "__upsertsink_stale"
 _RANGE_CATEGORIES = {"integer", "decimal", "string", "date", "timestamp"}
-
-
-def _in_key_ranges(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None):
-    """``key BETWEEN batch-min AND batch-max`` for each ranged key, as typed literals (never SQL text)."""
-    from pyspark.sql import functions as F
-
-    cond = None
-    for key, (low, high) in (ranges or {}).items():
-        ref = F.col(f"{alias}.{quote(key, 'spark')}" if alias else quote(key, "spark"))
-        part = ref.between(F.lit(low), F.lit(high))
-        cond = part if cond is None else cond & part
-    return cond
-
-
-class RetryableConflict(Exception):
-    """A concurrent commit won; the write may be retried."""
-
-
-def _category(dt: Any) -> str:
-    name = type(dt).__name__
-    return {
-        "ByteType": "integer", "ShortType": "integer", "IntegerType": "integer", "LongType": "integer",
-        "FloatType": "float", "DoubleType": "float", "DecimalType": "decimal",
-        "StringType": "string", "CharType": "string", "VarcharType": "string",
-        "BooleanType": "boolean", "DateType": "date",
-        "TimestampType": "timestamp", "TimestampNTZType": "timestamp",
-        "BinaryType": "binary", "NullType": "null",
-    }.get(name, f"other:{dt.simpleString()}")
+_sessions = threading.local()
 
 
 def _col(name: str):
@@ -89,139 +47,175 @@ def _col(name: str):
     return F.col(quote(name, "spark"))
 
 
-def _is_conflict(err: Exception) -> bool:
-    text = f"{type(err).__name__}: {err}"
-    return any(m in text for m in _CONFLICT_MARKERS)
+def _arrow_type(dtype: Any) -> pa.DataType | None:
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    try:
+        return to_arrow_type(dtype)
+    except Exception:  # noqa: BLE001 - a Spark type Arrow cannot carry (intervals, variants ...)
+        return None
 
 
-def _analysis_error(err: Exception) -> bool:
-    return type(err).__name__ in ("AnalysisException", "ParseException", "PySparkValueError")
+def _column(f: Any) -> B.Column:
+    arrow = _arrow_type(f.dataType)
+    cat = fp.category(arrow) if arrow is not None else f"other:{f.dataType.simpleString()}"
+    return B.Column(f.name, cat, f.dataType.simpleString(), f.dataType)
 
 
-class SparkBatch:
+def _analysis_error(err: BaseException) -> bool:
+    return type(err).__name__ in ("AnalysisException", "ParseException", "PySparkValueError", "PySparkTypeError")
+
+
+def child_session(spark: Any) -> Any:
+    """This thread's child session of ``spark``, with the user session's runtime settings copied in."""
+    cache: dict[int, tuple[Any, Any, dict[str, str]]] = getattr(_sessions, "cache", None) or {}
+    _sessions.cache = cache
+    entry = cache.get(id(spark))
+    if entry is None or entry[0] is not spark:
+        entry = (spark, spark.newSession(), {})
+        cache[id(spark)] = entry
+    _, child, copied = entry
+    for key, value in spark.conf.getAll.items():
+        if copied.get(key) != value and not key.startswith("spark.databricks.delta.write.txn"):
+            try:
+                child.conf.set(key, value)
+            except Exception as err:  # noqa: BLE001 - static settings cannot be set and are shared anyway
+                log.debug("not copied to the commit session: %s (%s)", key, err)
+            copied[key] = value
+    return child
+
+
+class SparkEngine:
     """One batch on the delta-spark engine."""
 
-    engine = "spark"
-    RetryableConflict = RetryableConflict
+    name: ClassVar[str] = "spark"
 
     def __init__(self, df: Any, storage_options: dict[str, str] | None = None):
         self.df = df
         self.spark = df.sparkSession
         self.storage_options = storage_options
 
-    def _options(self, path: str) -> dict[str, str] | None:
-        """deltalake's options for path: the sink's, else derived from this session's S3A settings."""
-        return storage.deltalake_options(path, self.storage_options, self.spark)
+    # -------------------------------------------------------------- schema and preparation
 
     def columns(self) -> list[B.Column]:
-        return [B.Column(f.name, _category(f.dataType), f.dataType.simpleString()) for f in self.df.schema]
+        return [_column(f) for f in self.df.schema]
 
-    def _target_schema(self, path: str):
-        if not markers.table_exists(path, self._options(path)):
-            check_not_other(path)
+    def target_columns(self, request: WriteRequest, snapshot: Snapshot) -> list[B.Column] | None:
+        if not snapshot.exists:
             return None
-        return self.spark.read.format("delta").load(path).schema
+        schema = self.spark.read.format("delta").load(request.target).schema
+        return [_column(f) for f in schema]
 
-    def target_columns(self, path: str, snapshot: Any = None) -> list[B.Column] | None:
-        """The table's columns as Spark sees them (``snapshot`` only says whether the table exists)."""
-        if snapshot is None:
-            check_not_other(path)
-            return None
-        schema = self.spark.read.format("delta").load(path).schema
-        if schema is None:
-            return None
-        return [B.Column(f.name, _category(f.dataType), f.dataType.simpleString()) for f in schema]
-
-    def cast_to(self, path: str, casts: list[str]) -> None:
-        if not casts:
-            return
-        schema = self._target_schema(path)
-        types = {f.name: f.dataType for f in schema}
-        self.df = self.df.select(
-            *[_col(c).cast(types[c]).alias(c) if c in casts else _col(c) for c in self.df.columns]
-        )
-
-    def _row_hash(self, df: Any):
+    def _canonical(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> tuple[Any, list[str]]:
+        """The batch cast to the table's types (with a fits-check column per cast) and float keys normalized."""
         from pyspark.sql import functions as F
 
-        names = sorted(c for c in df.columns if c != DELETE_FLAG)
-        return F.xxhash64(*[_col(c) for c in names]).cast("decimal(20,0)")
+        types = {c.name: c.dtype for c in target or ()}
+        cols, oks = [], []
+        for c in self.df.schema:
+            ref = _col(c.name)
+            if c.name in casts:
+                ref = ref.try_cast(types[c.name])
+                oks.append((OK_PREFIX + str(len(oks)), c.name))
+            if c.name in request.keys and type(c.dataType).__name__ in ("FloatType", "DoubleType"):
+                ref = F.when(ref == F.lit(0.0), F.lit(0.0).cast(c.dataType)).otherwise(ref)
+            cols.append(ref.alias(c.name))
+        checks = [(_col(src).isNull() | _col(src).try_cast(types[src]).isNotNull()).alias(name) for name, src in oks]
+        return self.df.select(*cols, *checks), [src for _, src in oks]
 
-    def _fingerprint(self, rows: int, total: Decimal | None, df: Any) -> Fingerprint:
-        import hashlib
+    def _stats(self, df: Any, request: WriteRequest, hashed: list[str], oks: list[str], full: bool) -> list[Any]:
+        """One ``mapInArrow`` job: a stats row per partition (see spark_stats.py), collected."""
+        from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-        value = int(total or 0) % 2**64
-        schema = ";".join(
-            f"{f.name}:{_category(f.dataType)}" for f in sorted(df.schema, key=lambda f: f.name)
-            if f.name != DELETE_FLAG
+        checked = [*request.keys, *([request.sequence] if request.sequence else [])]
+        floats = [c for c in checked if type(df.schema[c].dataType).__name__ in ("FloatType", "DoubleType")]
+        ranged = [k for k in request.keys if _column(df.schema[k]).category in _RANGE_CATEGORIES]
+        spark_types = {"long": LongType(), "binary": BinaryType()}
+        fields = spark_stats.output_fields(checked, floats, oks, [(k, df.schema[k].dataType) for k in ranged])
+        if not full:
+            fields = fields[:3]
+        schema = StructType([StructField(n, spark_types.get(t, t) if isinstance(t, str) else t) for n, t in fields])
+        # Positional names: Spark's Arrow path cannot carry every name (a backtick, say).
+        pos = {n: f"c{i}" for i, n in enumerate(df.columns)}
+        fn = functools.partial(
+            spark_stats.partition_stats, keys=tuple(pos[k] for k in request.keys),
+            hashed=tuple(pos[c] for c in sorted(hashed)), checked=tuple(pos[c] for c in checked),
+            floats=tuple(pos[c] for c in floats), oks=tuple(pos[OK_PREFIX + str(i)] for i in range(len(oks))),
+            ranged=tuple(pos[k] for k in ranged), flag=pos.get(DELETE_FLAG), hashes_only=not full,
         )
-        digest = hashlib.sha256(f"{schema}|{rows}|{value}".encode()).hexdigest()[:32]
-        return Fingerprint(ALGORITHM, rows, digest)
+        rows = df.toDF(*[pos[n] for n in df.columns]).mapInArrow(fn, schema).collect()
+        return [rows, checked, floats, ranged]
 
-    def fingerprint(self) -> Fingerprint:
-        from pyspark.sql import functions as F
+    def _digest(self, df: Any, hashed: list[str], rows: list[Any]) -> fp.Fingerprint:
+        count = sum(int(r["rows"]) for r in rows)
+        total = sum(int(np.int64(r["hash"]).astype(np.uint64)) for r in rows) % 2**64
+        schema = fp.schema_text((c.name, c.category) for c in (_column(df.schema[n]) for n in hashed))
+        return fp.digest(schema, count, total)
 
-        row = self.df.agg(F.count(F.lit(1)).alias("n"), F.sum(self._row_hash(self.df)).alias("h")).first()
-        return self._fingerprint(int(row["n"]), row["h"], self.df)
+    def fingerprint(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> fp.Fingerprint:
+        df, oks = self._canonical(request, target, casts)
+        hashed = [c for c in self.df.columns]
+        stats = self._run(lambda: self._stats(df, request, hashed, oks, full=False))
+        return self._digest(df, hashed, stats[0])
 
-    def prepare(
-        self, keys: tuple[str, ...], sequence: str | None, delete_tree: Any, delete_text: str
-    ) -> PreparedBatch:
+    def _run(self, work: Any) -> Any:
+        try:
+            return work()
+        except Exception as err:
+            if _analysis_error(err):
+                raise SchemaMismatchError(f"the batch was refused by Spark: {first_line(err)}") from err
+            raise
+
+    def prepare(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> PreparedBatch:
         from pyspark.sql import functions as F
         from pyspark.sql.types import BooleanType, NullType
 
-        df = self.df
-        if delete_tree is not None:
+        df, oks = self._canonical(request, target, casts)
+        hashed = list(self.df.columns)
+        if request.delete_when is not None:
+            text = request.delete_when.spark_sql()
             try:
-                flag = F.expr(delete_text)
-                kind = df.select(flag.alias("f")).schema[0].dataType
+                kind = df.select(F.expr(text).alias("f")).schema[0].dataType
             except Exception as err:
                 if _analysis_error(err):
-                    raise InvalidInputError(f"delete_when {delete_text!r} is not valid here: {err}") from None
+                    raise InvalidInputError(f"delete_when {text!r} is not valid here: {first_line(err)}") from None
                 raise
             if not isinstance(kind, (BooleanType, NullType)):
-                raise InvalidInputError(
-                    f"delete_when {delete_text!r} is not a boolean predicate (it gives {kind.simpleString()})"
+                raise InvalidInputError(f"delete_when {text!r} is not a boolean predicate (it gives {kind.simpleString()})")
+            df = df.withColumn(DELETE_FLAG, F.coalesce(F.expr(text).cast("boolean"), F.lit(False)))
+        df = df.localCheckpoint(eager=False)
+        rows, checked, floats, ranged = self._run(lambda: self._stats(df, request, hashed, oks, full=True))
+        def total(name: str) -> int:
+            return sum(int(r[name] or 0) for r in rows)
+
+        nulls = {c: total(f"null_{i}") for i, c in enumerate(checked)}
+        nans = {c: total(f"nan_{i}") for i, c in enumerate(floats)}
+        B.check_stats(request.keys, request.sequence, nulls, nans)
+        types = {c.name: c for c in target or ()}
+        for i, name in enumerate(oks):
+            if total(f"bad_{i}"):
+                raise B.cast_overflow_error(
+                    name, total(f"bad_{i}"), self.df.schema[name].dataType.simpleString(), types[name].type
                 )
-            df = df.withColumn(DELETE_FLAG, F.coalesce(flag.cast("boolean"), F.lit(False)))
-        df = df.localCheckpoint(eager=True)
-
-        # One global aggregation (no shuffle): rows, fingerprint, null counts, key ranges.
-        aggs = [
-            F.count(F.lit(1)).alias("rows"),
-            F.sum(self._row_hash(df)).alias("hash"),
-            (F.sum(F.when(_col(sequence).isNull(), 1).otherwise(0)) if sequence else F.lit(0)).alias("null_seq"),
-        ]
-        aggs += [F.sum(F.when(_col(k).isNull(), 1).otherwise(0)).alias(f"null_{i}") for i, k in enumerate(keys)]
-        ranged = [k for k in keys if _category(df.schema[k].dataType) in _RANGE_CATEGORIES]
+        fingerprint = self._digest(df, hashed, rows)
+        df = df.drop(*[OK_PREFIX + str(i) for i in range(len(oks))])
+        count = sum(int(r["rows"]) for r in rows)
+        hashes = None
+        if count and all(r["key_hashes"] is not None for r in rows):
+            hashes = np.concatenate([np.frombuffer(r["key_hashes"], np.uint64) for r in rows])
+        ranges = {}
         for i, k in enumerate(ranged):
-            aggs += [F.min(_col(k)).alias(f"min_{i}"), F.max(_col(k)).alias(f"max_{i}")]
-        stats = df.agg(*aggs).first()
-        for i, k in enumerate(keys):
-            if stats[f"null_{i}"]:
-                raise B.null_error(k, int(stats[f"null_{i}"]), "key")
-        if sequence and stats["null_seq"]:
-            raise B.null_error(sequence, int(stats["null_seq"]), "sequence_by")
-        rows = int(stats["rows"] or 0)
-        fp = self._fingerprint(rows, stats["hash"], df)
-        if self._may_have_duplicate_keys(df, keys, rows):
-            df, rows = self._resolve_duplicates(df, keys, sequence)
-        ranges = {k: (stats[f"min_{i}"], stats[f"max_{i}"]) for i, k in enumerate(ranged) if rows}
-        return PreparedBatch(data=df, fingerprint=fp, rows=rows, key_ranges=ranges)
-
-    @staticmethod
-    def _may_have_duplicate_keys(df: Any, keys: tuple[str, ...], rows: int) -> bool:
-        """False when every key is distinct; True when some may repeat (the exact path then decides)."""
-        from pyspark.sql import functions as F
-
-        if rows <= 1:
-            return False
-        if rows <= DRIVER_KEY_CHECK_ROWS:
-            # 8 bytes a row to the driver and a sort there beat a shuffle: distinct hashes prove distinct keys.
-            hashes = df.select(F.xxhash64(*[_col(k) for k in keys]).alias("h")).toArrow()["h"]
-            ordered = np.sort(hashes.to_numpy())
-            return bool((ordered[1:] == ordered[:-1]).any())
-        return not df.groupBy(*[_col(k) for k in keys]).count().filter(F.col("count") > 1).isEmpty()
+            lows = [r[f"min_{i}"] for r in rows if r[f"min_{i}"] is not None]
+            highs = [r[f"max_{i}"] for r in rows if r[f"max_{i}"] is not None]
+            if lows:
+                ranges[k] = (min(lows), max(highs))
+        if (hashes is not None and fp.has_repeats(hashes)) or (hashes is None and count > 1 and _repeats(df, request)):
+            df, count = self._resolve_duplicates(df, request.keys, request.sequence)
+            hashes = None
+            if count <= fp.LOCAL_KEY_CHECK_ROWS:
+                stats = self._run(lambda: self._stats(df, request, list(df.columns), [], full=True))[0]
+                hashes = np.concatenate([np.frombuffer(r["key_hashes"], np.uint64) for r in stats]) if stats else None
+        return PreparedBatch(df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"))
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
         from pyspark.sql import Window
@@ -245,170 +239,261 @@ class SparkBatch:
 
     # -------------------------------------------------------------- tombstones
 
-    def apply_tombstones(self, prepared: PreparedBatch, spec: TombstoneSpec) -> int:
-        """Drop rows older than a remembered delete, then remember this batch's deletes. Returns dropped."""
+    def key_sample(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = to_arrow_schema(prepared.data.select(*[_col(k) for k in request.keys]).schema)
+        return schema.empty_table()
+
+    def apply_tombstones(
+        self, request: WriteRequest, prepared: PreparedBatch, tombstones: pa.Table
+    ) -> tuple[PreparedBatch, int]:
+        from pyspark.sql import functions as F
+
+        if tombstones.num_rows == 0:
+            return prepared, 0
+        df = prepared.data
+        kc = [key_column(i) for i in range(len(request.keys))]
+        tomb = self.spark.createDataFrame(tombstones.select([*kc, SEQUENCE]))
+        tomb = tomb.select(*[F.col(c).alias(f"__tomb_{c}") for c in [*kc, SEQUENCE]])
+        cond = [_col(k) == F.col(f"__tomb_{c}") for k, c in zip(request.keys, kc, strict=True)]
+        joined = df.join(F.broadcast(tomb), on=functools.reduce(lambda a, b: a & b, cond), how="left")
+        seq, tseq = _col(request.sequence), F.col(f"__tomb_{SEQUENCE}").cast(df.schema[request.sequence].dataType)
+        stale = tseq.isNotNull() & ((seq < tseq) | ((seq == tseq) & ~F.col(DELETE_FLAG)))
+        out = joined.withColumn(STALE, F.coalesce(stale, F.lit(False)))
+        out = out.select(*[
+            (F.when(F.col(STALE), tseq).otherwise(seq).alias(c) if c == request.sequence else
+             (F.col(DELETE_FLAG) | F.col(STALE)).alias(c) if c == DELETE_FLAG else _col(c))
+            for c in df.columns
+        ], F.col(STALE)).localCheckpoint(eager=True)
+        count = out.filter(F.col(STALE)).count()
+        if count == 0:
+            return prepared, 0
+        return prepared.with_data(out.drop(STALE), added_deletes=count), count
+
+    def _rows(self, request: WriteRequest, prepared: PreparedBatch, deletes: bool) -> pa.Table:
         from pyspark.sql import functions as F
 
         df = prepared.data
-        kcols = [tombstone_key(i) for i in range(len(spec.keys))]
-        dropped = 0
-        if markers.table_exists(spec.path, self._options(spec.path)):
-            seq_type = df.schema[spec.sequence].dataType
-            tomb = self.spark.read.format("delta").load(spec.path).select(
-                *[F.col(k).alias(f"__tomb_{k}") for k in kcols],
-                F.col(TOMBSTONE_SEQUENCE).cast(seq_type).alias("__tomb_seq"),
-            )
-            cond = [df[quote(k, "spark")] == tomb[f"__tomb_{kc}"] for k, kc in zip(spec.keys, kcols, strict=True)]
-            cond.append(df[quote(spec.sequence, "spark")] <= tomb["__tomb_seq"])
-            before = prepared.rows
-            df = df.join(tomb, on=cond, how="left_anti").localCheckpoint(eager=True)
-            prepared.rows = df.count()
-            dropped = before - prepared.rows
-        prepared.data = df
-        deletes = df.filter(F.col(DELETE_FLAG)).select(
-            *[_col(k).alias(kc) for k, kc in zip(spec.keys, kcols, strict=True)],
-            _col(spec.sequence).alias(TOMBSTONE_SEQUENCE),
-            F.lit(int(time.time() * 1_000_000)).cast("bigint").alias(TOMBSTONE_DELETED_AT),
-            F.lit(spec.batch_id).cast("bigint").alias(TOMBSTONE_BATCH),
-        )
-        rows = deletes.toArrow()
-        if rows.num_rows:
-            record_tombstones(rows, spec, self._options(spec.path))
-        return dropped
+        if deletes and DELETE_FLAG not in df.columns:
+            df = df.limit(0)
+        elif DELETE_FLAG in df.columns:
+            df = df.filter(F.col(DELETE_FLAG) if deletes else ~F.col(DELETE_FLAG))
+        kc = [key_column(i) for i in range(len(request.keys))]
+        chosen = df.select(*[_col(k).alias(c) for k, c in zip(request.keys, kc, strict=True)],
+                           _col(request.sequence).alias(SEQUENCE))
+        return chosen.toArrow()
 
-    # -------------------------------------------------------------- commit
+    def deletes(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
+        if prepared.delete_count == 0:
+            kc = [key_column(i) for i in range(len(request.keys))]
+            sample = self.key_sample(request, prepared)
+            seq = _arrow_type(prepared.data.schema[request.sequence].dataType)
+            return pa.schema([*[pa.field(c, sample.schema.field(k).type) for c, k in zip(kc, request.keys, strict=True)],
+                              pa.field(SEQUENCE, seq)]).empty_table()
+        return self._rows(request, prepared, deletes=True)
+
+    def upserted_keys(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
+        return self._rows(request, prepared, deletes=False)
+
+    def stored_sequences(self, request: WriteRequest, snapshot: Snapshot, keys: pa.Table) -> pa.Table:
+        return stored_sequences(snapshot, request.keys, request.sequence, keys)
+
+    # -------------------------------------------------------------- commits
 
     def commit(
-        self,
-        path: str,
-        prepared: PreparedBatch,
-        plan: MergePlan,
-        app_id: str,
-        batch_id: int | None,
-        metadata: dict[str, Any],
-        create: bool,
-        partition_by: list[str] | None,
-        new_columns: list[B.Column],
+        self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
+        metadata: dict[str, Any], new_columns: list[B.Column],
+    ) -> CommitOutcome:
+        try:
+            if not snapshot.exists:
+                return self._create(request, prepared, metadata)
+            return self._merge(request, prepared, snapshot, plan, metadata, bool(new_columns))
+        except RetryableConflict:
+            raise
+        except Exception as err:
+            conflict = spark_conflict(err)
+            if conflict is not None:
+                raise conflict from err
+            if _analysis_error(err):
+                raise SchemaMismatchError(f"the write into {request.target} was refused: {first_line(err)}") from err
+            raise
+
+    def _create(self, request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, Any]) -> CommitOutcome:
+        """The first batch: the table, its data and its marker in one commit (version 0)."""
+        from pyspark.sql import functions as F
+
+        df = prepared.data
+        if DELETE_FLAG in df.columns:  # a delete in a new table has nothing to delete
+            df = df.filter(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
+        writer = df.write.format("delta").mode("errorifexists").option("userMetadata", json.dumps(metadata))
+        if request.batch_id is not None:
+            writer = writer.option("txnAppId", request.app_id).option("txnVersion", str(request.batch_id))
+        if request.partition_by:
+            writer = writer.partitionBy(*request.partition_by)
+        if B.needs_column_mapping(df.columns):
+            writer = writer.option("delta.columnMapping.mode", "name")
+        writer.save(request.target)
+        faults.point("table-created")
+        from deltalake import DeltaTable
+
+        commit = DeltaTable(request.target, version=0, storage_options=request.storage_options).history(1)[0]
+        inserted = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
+        return CommitOutcome(version=0, inserted=inserted, updated=0, deleted=0, files_scanned=0)
+
+    def _session(self, request: WriteRequest, metadata: dict[str, Any], marker: bool) -> Any:
+        session = child_session(self.spark)
+        session.conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata))
+        session.conf.set("spark.databricks.delta.merge.materializeSource", "none")
+        if marker and request.batch_id is not None:
+            session.conf.set("spark.databricks.delta.write.txnAppId", request.app_id)
+            session.conf.set("spark.databricks.delta.write.txnVersion", str(request.batch_id))
+        else:
+            session.conf.unset("spark.databricks.delta.write.txnAppId")
+            session.conf.unset("spark.databricks.delta.write.txnVersion")
+        return session
+
+    def _merge(
+        self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
+        metadata: dict[str, Any], evolve: bool,
     ) -> CommitOutcome:
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
-        from pyspark.sql.types import StructField, StructType
 
-        df = prepared.data
-        session = self.spark.newSession()
-        try:
-            if create:
-                schema = StructType([StructField(f.name, f.dataType, True) for f in df.schema if f.name != DELETE_FLAG])
-                builder = DeltaTable.createIfNotExists(session).location(path).addColumns(schema)
-                if partition_by:
-                    builder = builder.partitionedBy(*partition_by)
-                if B.needs_column_mapping(schema.names):
-                    builder = (
-                        builder.property("delta.columnMapping.mode", "name")
-                        .property("delta.minReaderVersion", "2").property("delta.minWriterVersion", "5")
-                    )
-                builder.execute()
-            if new_columns:
-                types = {f.name: f.dataType.simpleString() for f in df.schema}
-                cols = ", ".join(f"{quote(c.name, 'spark')} {types[c.name]}" for c in new_columns)
-                session.sql(f"ALTER TABLE delta.{quote(path, 'spark')} ADD COLUMNS ({cols})")
-            session.conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata))
-            session.conf.set("spark.databricks.delta.merge.materializeSource", "none")
-            if batch_id is not None:
-                session.conf.set("spark.databricks.delta.write.txnAppId", app_id)
-                session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-            options = self._options(path)
-            before = markers_version(path, options)
-            on = F.expr(plan.on("spark"))
-            pruning = _in_key_ranges(TARGET, prepared.key_ranges)
-            if pruning is not None:
-                on = on & pruning  # lets Delta skip target files whose key range misses the batch
-            if not create:
-                df = self._changed_rows(df, path, plan, prepared.key_ranges, prepared.rows)
-            merge = DeltaTable.forPath(session, path).alias(TARGET).merge(df.alias(SOURCE), on)
-            if plan.deletes:
-                merge = merge.whenMatchedDelete(condition=plan.delete_condition("spark"))
-            if plan.has_update:
-                merge = merge.whenMatchedUpdate(condition=plan.update_condition("spark"), set=plan.update_set("spark"))
-            merge = merge.whenNotMatchedInsert(condition=plan.insert_condition("spark"), values=plan.insert_values("spark"))
-            metrics = merge.execute().first()
-            version = markers_version(path, options)
-            if version == before and batch_id is not None:
-                # No row changed and Delta made no commit: record the marker alone with an empty append,
-                # unless a concurrent writer committed this very batch meanwhile.
-                done = markers.last_batch_id(path, app_id, options)
-                if done is not None and done >= batch_id:
-                    raise RetryableConflict(f"batch {batch_id} was committed concurrently by another writer")
-                empty = session.createDataFrame([], df.drop(DELETE_FLAG).schema)
-                empty.write.format("delta").mode("append").save(path)
-                version = markers_version(path, options)
-        except Exception as err:
-            if _is_conflict(err):
-                raise RetryableConflict(str(err).splitlines()[0]) from err
-            if _analysis_error(err):
-                raise SchemaMismatchError(f"the MERGE into {path} was refused: {str(err).splitlines()[0]}") from err
-            raise
+        session = self._session(request, metadata, marker=True)
+        source = _changed_rows(prepared.data, self.spark, request.target, plan, prepared.key_ranges, prepared.rows)
+        on = F.expr(plan.on("spark"))
+        pruning = _in_key_ranges(TARGET, prepared.key_ranges)
+        if pruning is not None:
+            on = on & pruning  # lets Delta skip target files whose key range misses the batch
+        merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(source.alias(SOURCE), on)
+        if evolve:
+            merge = merge.withSchemaEvolution()
+        merge = _clauses(merge, plan)
+        before = snapshot.version
+        metrics = merge.execute().first()
+        version = _version(request)
+        if version != before:
+            faults.point("data-committed")
+        elif request.batch_id is not None:
+            # No row changed and Delta made no commit: record the marker alone with an empty append.
+            faults.point("marker-only-before")
+            empty = session.createDataFrame([], prepared.data.drop(DELETE_FLAG).schema)
+            empty.write.format("delta").mode("append").option("txnAppId", request.app_id).option(
+                "txnVersion", str(request.batch_id)
+            ).option("userMetadata", json.dumps(metadata)).save(request.target)
+            version = _version(request)
+            faults.point("marker-only-committed")
         return CommitOutcome(
             version=version,
-            inserted=int(metrics["num_inserted_rows"] or 0),
-            updated=int(metrics["num_updated_rows"] or 0),
-            deleted=int(metrics["num_deleted_rows"] or 0),
+            inserted=int(metrics["num_inserted_rows"] or 0) if metrics else 0,
+            updated=int(metrics["num_updated_rows"] or 0) if metrics else 0,
+            deleted=int(metrics["num_deleted_rows"] or 0) if metrics else 0,
         )
 
-    def _changed_rows(
-        self, df: Any, path: str, plan: MergePlan, ranges: dict[str, tuple[Any, Any]] | None, rows: int
-    ) -> Any:
-        """Drop source rows the MERGE would not apply: identical to the stored row, or not newer.
-
-        Delta's MERGE rewrites every file holding a matched key, even when the clause conditions leave the
-        row as it was; filtering first keeps unchanged rows (and the files holding them) untouched.
-        """
+    def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
+        from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
-        target = self.spark.read.format("delta").load(path)
-        pruning = _in_key_ranges(None, ranges)
-        if pruning is not None:
-            target = target.filter(pruning)
-        cols = [c for c in plan.columns if c in target.columns and c in df.columns]
-        tgt = target.select(*[_col(c).alias(f"__t{i}") for i, c in enumerate(cols)])
-        idx = {c: i for i, c in enumerate(cols)}
-        on = [_col(k).eqNullSafe(F.col(f"__t{idx[k]}")) for k in plan.keys]
-        same = [_col(c).eqNullSafe(F.col(f"__t{idx[c]}")) for c in plan.value_columns if c in idx]
-        unchanged = F.lit(True)
-        for cond in same:
-            unchanged = unchanged & cond
-        stale = F.lit(False)
-        if plan.sequence is not None and plan.sequence in idx:
-            t_seq = F.col(f"__t{idx[plan.sequence]}")
-            stale = t_seq.isNotNull() & (_col(plan.sequence) <= t_seq)
-        noop = unchanged | stale
-        if plan.deletes:
-            # a delete is dropped only when it is not newer; its payload may well equal the stored row
-            noop = (~F.col(DELETE_FLAG) & noop) | (F.col(DELETE_FLAG) & stale)
-        cond = on[0]
-        for c in on[1:]:
-            cond = cond & c
-        if rows <= BROADCAST_MAX_ROWS:
-            # Broadcast the batch and stream the target past it once: the keys of the no-op rows come out
-            # (few columns, no shuffle of the target), and a broadcast anti-join drops them from the batch.
-            noop_keys = tgt.join(F.broadcast(df), on=cond & noop, how="left_semi").select(
-                *[F.col(f"__t{idx[k]}").alias(f"__k{i}") for i, k in enumerate(plan.keys)]
+        assert request.sequence is not None
+        kc = [key_column(i) for i in range(len(request.keys))]
+        table = DeltaTable.forPath(self.spark, request.target)
+        seq_type = table.toDF().schema[request.sequence].dataType
+        source = self.spark.createDataFrame(deletes.select([*kc, SEQUENCE])).select(
+            *[F.col(c).alias(k) for c, k in zip(kc, request.keys, strict=True)],
+            F.col(SEQUENCE).cast(seq_type).alias(request.sequence), F.lit(True).alias(DELETE_FLAG),
+        )
+        plan = MergePlan(request.keys, (*request.keys, request.sequence), request.sequence, deletes=True, upserts=False)
+        try:
+            session = self._session(request, metadata, marker=False)
+            merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(
+                source.alias(SOURCE), F.expr(plan.on("spark"))
             )
-            drop = [_col(k) == F.col(f"__k{i}") for i, k in enumerate(plan.keys)]
-            match = drop[0]
-            for c in drop[1:]:
-                match = match & c
-            changed = df.join(F.broadcast(noop_keys), on=match, how="left_anti")
-        else:
-            changed = df.join(tgt, on=cond & noop, how="left_anti")
-        # Checkpointed: the MERGE reads its source twice (find touched files, then write), and this join
-        # must run once.
-        return changed.localCheckpoint(eager=True)
+            metrics = _clauses(merge, plan).execute().first()
+        except Exception as err:
+            conflict = spark_conflict(err)
+            if conflict is not None:
+                raise conflict from err
+            raise
+        return CommitOutcome(_version(request) or 0, 0, 0, int(metrics["num_deleted_rows"] or 0) if metrics else 0)
 
 
-def markers_version(path: str, storage_options: dict[str, str] | None = None) -> int | None:
+def _clauses(merge: Any, plan: MergePlan) -> Any:
+    if plan.deletes:
+        merge = merge.whenMatchedDelete(condition=plan.delete_condition("spark"))
+    if plan.has_update:
+        merge = merge.whenMatchedUpdate(condition=plan.update_condition("spark"), set=plan.update_set("spark"))
+    if plan.upserts:
+        merge = merge.whenNotMatchedInsert(condition=plan.insert_condition("spark"), values=plan.insert_values("spark"))
+    return merge
+
+
+def _version(request: WriteRequest) -> int | None:
     from deltalake import DeltaTable
 
-    if not markers.table_exists(path, storage_options):
-        return None
-    return DeltaTable(path, storage_options=storage_options).version()
+    return DeltaTable(request.target, storage_options=request.storage_options).version()
+
+
+def _repeats(df: Any, request: WriteRequest) -> bool:
+    from pyspark.sql import functions as F
+
+    keys = [_col(k) for k in request.keys]
+    return not df.groupBy(*keys).count().filter(F.col("count") > 1).isEmpty()
+
+
+def _in_key_ranges(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None):
+    """``key BETWEEN batch-min AND batch-max`` for each ranged key, as typed literals (never SQL text)."""
+    from pyspark.sql import functions as F
+
+    cond = None
+    for key, (low, high) in (ranges or {}).items():
+        ref = F.col(f"{alias}.{quote(key, 'spark')}" if alias else quote(key, "spark"))
+        part = ref.between(F.lit(low), F.lit(high))
+        cond = part if cond is None else cond & part
+    return cond
+
+
+# Batches up to this many rows are broadcast when the no-op rows are looked up in the target.
+BROADCAST_MAX_ROWS = 2_000_000
+
+
+def _changed_rows(df: Any, spark: Any, path: str, plan: MergePlan, ranges: dict[str, tuple[Any, Any]] | None, rows: int) -> Any:
+    """Drop source rows the MERGE would not apply: identical to the stored row, or not newer.
+
+    Delta's MERGE rewrites every file holding a matched key, even when the clause conditions leave the row
+    as it was; filtering first keeps unchanged rows (and the files holding them) untouched.
+    """
+    from pyspark.sql import functions as F
+
+    target = spark.read.format("delta").load(path)
+    pruning = _in_key_ranges(None, ranges)
+    if pruning is not None:
+        target = target.filter(pruning)
+    cols = [c for c in plan.columns if c in target.columns and c in df.columns]
+    tgt = target.select(*[_col(c).alias(f"__t{i}") for i, c in enumerate(cols)])
+    idx = {c: i for i, c in enumerate(cols)}
+    on = functools.reduce(lambda a, b: a & b, [_col(k).eqNullSafe(F.col(f"__t{idx[k]}")) for k in plan.keys])
+    unchanged = functools.reduce(
+        lambda a, b: a & b, [_col(c).eqNullSafe(F.col(f"__t{idx[c]}")) for c in plan.value_columns if c in idx],
+        F.lit(True),
+    )
+    stale = F.lit(False)
+    if plan.sequence is not None and plan.sequence in idx:
+        t_seq = F.col(f"__t{idx[plan.sequence]}")
+        stale = t_seq.isNotNull() & (_col(plan.sequence) <= t_seq)
+    noop = unchanged | stale
+    if plan.deletes:
+        # a delete is dropped only when it is not newer; its payload may well equal the stored row
+        noop = (~F.col(DELETE_FLAG) & noop) | (F.col(DELETE_FLAG) & stale)
+    if rows <= BROADCAST_MAX_ROWS:
+        # Broadcast the batch and stream the target past it once: the keys of the no-op rows come out
+        # (few columns, no shuffle of the target), and a broadcast anti-join drops them from the batch.
+        noop_keys = tgt.join(F.broadcast(df), on=on & noop, how="left_semi").select(
+            *[F.col(f"__t{idx[k]}").alias(f"__k{i}") for i, k in enumerate(plan.keys)]
+        )
+        match = functools.reduce(lambda a, b: a & b, [_col(k) == F.col(f"__k{i}") for i, k in enumerate(plan.keys)])
+        changed = df.join(F.broadcast(noop_keys), on=match, how="left_anti")
+    else:
+        changed = df.join(tgt, on=on & noop, how="left_anti")
+    # Checkpointed lazily: the MERGE reads its source twice, its first read fills the checkpoint.
+    return changed.localCheckpoint(eager=False)

@@ -1,0 +1,68 @@
+"""A writer process for the reliability tests: sends batches of a change feed through UpsertSink.
+
+    python writer.py --path T --feed feed.json [--engine embedded|spark] [--start N] [--stop M]
+                     [--app-id A] [--no-batch-ids] [--result out.json]
+
+Batch i of the feed is sent with batch id i. Each call's outcome (written / skipped / ConcurrentWriteError /
+other error) is appended to --result as one JSON line, so a parent can check every call ended one of the
+allowed ways. Faults come from the environment (UPSERTSINK_FAULT, see upsertsink/faults.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import DELETE_WHEN, KEYS, SEQUENCE, arrow_batch
+
+from upsertsink import ConcurrentWriteError, UpsertSink, UpsertSinkError
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--path", required=True)
+    p.add_argument("--feed", required=True)
+    p.add_argument("--engine", default="embedded", choices=["embedded", "spark"])
+    p.add_argument("--start", type=int, default=0)
+    p.add_argument("--stop", type=int)
+    p.add_argument("--app-id", default="feed")
+    p.add_argument("--no-batch-ids", action="store_true")
+    p.add_argument("--result")
+    args = p.parse_args()
+    feed = json.loads(Path(args.feed).read_text())
+    sink = UpsertSink(args.path, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id=args.app_id)
+    spark = None
+    if args.engine == "spark":
+        from upsertsink import spark_session
+
+        spark = spark_session("upsertsink-reliability", master="local[1]")
+    out = open(args.result, "a") if args.result else None  # noqa: SIM115 - closed at the end
+    stop = len(feed) if args.stop is None else args.stop
+    for i in range(args.start, stop):
+        batch = arrow_batch(feed[i])
+        data = spark.createDataFrame(batch) if spark is not None else batch
+        try:
+            r = sink.write(data, batch_id=None if args.no_batch_ids else i)
+            outcome = {"batch": i, "outcome": "skipped" if r.skipped else "written", "stale": r.stale,
+                       "deleted": r.deleted, "replay_check": r.replay_check}
+        except ConcurrentWriteError as err:
+            outcome = {"batch": i, "outcome": "conflict", "error": str(err)}
+        except UpsertSinkError as err:
+            outcome = {"batch": i, "outcome": "error", "type": type(err).__name__, "error": str(err)}
+        except Exception as err:  # noqa: BLE001 - a raw engine error is exactly what the tests look for
+            outcome = {"batch": i, "outcome": "raw", "type": type(err).__name__, "error": str(err)}
+        if out is not None:
+            out.write(json.dumps(outcome) + "\n")
+            out.flush()
+        print(json.dumps(outcome), flush=True)
+    if out is not None:
+        out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Recognising a lost commit race: the one exception type the write protocol retries.
+
+Each engine maps its own conflict exceptions to :class:`RetryableConflict` by type (deltalake's
+``CommitFailedError``, delta-spark's concurrent-modification exceptions, a version-0 race while two writers
+create one table); everything else is not retried.
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+
+class RetryableConflict(Exception):
+    """A concurrent commit won the race; the attempt may be repeated on a fresh snapshot."""
+
+
+# delta-spark's Python exception classes (delta.exceptions) that mean "a concurrent commit won".
+_SPARK_CONFLICTS = (
+    "DeltaConcurrentModificationException", "ConcurrentWriteException", "MetadataChangedException",
+    "ProtocolChangedException", "ConcurrentAppendException", "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
+)
+# Spark error classes of a lost race to create the table (both writers saw no table).
+_SPARK_CREATE_RACE = ("DELTA_PATH_EXISTS", "DELTA_TABLE_ALREADY_EXISTS", "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION")
+
+
+def deltalake_conflict(err: BaseException) -> RetryableConflict | None:
+    """A RetryableConflict for a deltalake exception that means a concurrent commit won, else None."""
+    from deltalake.exceptions import CommitFailedError, DeltaError
+
+    if isinstance(err, CommitFailedError):
+        return RetryableConflict(str(err))
+    if type(err) is DeltaError:
+        text = str(err)
+        # the put-if-absent of a commit file lost (two writers creating version N, e.g. the table itself)
+        if "already exists" in text and ("Version" in text or "table" in text.lower()):
+            return RetryableConflict(text)
+    return None
+
+
+def spark_conflict(err: BaseException) -> RetryableConflict | None:
+    """A RetryableConflict for a delta-spark exception that means a concurrent commit won, else None."""
+    names = {cls.__name__ for cls in type(err).__mro__}
+    if names & set(_SPARK_CONFLICTS):
+        return RetryableConflict(first_line(err))
+    error_class = getattr(err, "getCondition", None) or getattr(err, "getErrorClass", None)
+    condition = None
+    if callable(error_class):
+        try:
+            condition = error_class()
+        except Exception:  # noqa: BLE001 - an exception without an error class is simply not a race
+            condition = None
+    if condition in _SPARK_CREATE_RACE:
+        return RetryableConflict(first_line(err))
+    java = getattr(err, "java_exception", None) or getattr(err, "_java_exception", None)
+    if java is not None and "FileAlreadyExistsException" in str(java.getClass().getName()):
+        return RetryableConflict(first_line(err))
+    return None
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's message (py4j errors can fail to render: then the type's name)."""
+    try:
+        text = str(err).strip()
+    except Exception:  # noqa: BLE001 - a JVM exception whose message cannot be fetched any more
+        text = ""
+    return text.splitlines()[0] if text else type(err).__name__

@@ -1,0 +1,200 @@
+"""The canonical row hash and the batch fingerprint: one definition, used by both engines.
+
+A batch's fingerprint is recorded with its commit and recomputed when the batch is sent again, by whichever
+engine sends it; so the hash is defined on Arrow data, after a canonical encoding that does not depend on
+how an engine happens to store a value:
+
+- integers of any width hash as int64, floats as float64 with ``-0.0`` as ``0.0`` and one NaN;
+- dates as days, timestamps as microseconds since the epoch (the instant for zoned ones, the wall clock for
+  ``timestamp_ntz``), decimals and strings by their text, binaries by their bytes, nested values by their JSON;
+- a null hashes to a constant of its own.
+
+A row's hash combines its columns' hashes in sorted column-name order; the fingerprint digests the column
+names with their type categories, the row count, and the sum of the row hashes (order-independent).
+The embedded engine calls this on its Arrow table; the Spark engine runs the same code on each partition's
+Arrow batches (``mapInArrow``) and adds the partial sums on the driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+ALGORITHM = "upsertsink-row-hash64-v3"
+# Earlier per-engine algorithms: still readable, compared by row count only.
+LEGACY_ALGORITHMS = ("spark-xxhash64-v1", "arrow-pandas-hash64-v2")
+
+# Up to this many rows, key uniqueness is decided from 64-bit key hashes in one process (8 bytes a row);
+# above it, the Spark engine groups by key instead. One threshold for every caller.
+LOCAL_KEY_CHECK_ROWS = 4_000_000
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+_NULL = np.uint64(0x5BD1E9955BD1E995)
+_CANONICAL_NAN = np.float64("nan")
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """An order-independent digest of a batch's rows, and the algorithm that made it."""
+
+    algorithm: str
+    rows: int
+    value: str
+
+    def matches(self, other: Fingerprint) -> bool | None:
+        """True/False when comparable; None when the algorithms differ and only the row counts agree."""
+        if self.algorithm != other.algorithm:
+            return None if self.rows == other.rows else False
+        return self.rows == other.rows and self.value == other.value
+
+
+def category(t: pa.DataType) -> str:
+    """A coarse, engine-independent type name: what schema checks and the fingerprint compare."""
+    if pa.types.is_dictionary(t):
+        return category(t.value_type)
+    checks = (
+        ("integer", pa.types.is_integer), ("float", pa.types.is_floating), ("decimal", pa.types.is_decimal),
+        ("boolean", pa.types.is_boolean), ("date", pa.types.is_date), ("timestamp", pa.types.is_timestamp),
+        ("null", pa.types.is_null),
+    )
+    for name, check in checks:
+        if check(t):
+            return name
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    return f"other:{t}"
+
+
+# ---------------------------------------------------------------- per column
+
+
+def _hash_values(values: np.ndarray) -> np.ndarray:
+    return pd.util.hash_array(values, categorize=False)
+
+
+def _text_hash(col: pa.ChunkedArray) -> np.ndarray:
+    """Hash text-like values through their distinct values (Arrow finds them; only those are hashed)."""
+    encoded = pc.dictionary_encode(col).combine_chunks()
+    distinct = encoded.dictionary.to_numpy(zero_copy_only=False).astype(object)
+    table = np.append(_hash_values(distinct) if len(distinct) else np.empty(0, np.uint64), _NULL)
+    return table[pc.fill_null(encoded.indices, len(distinct)).to_numpy()]
+
+
+def _numeric(col: pa.ChunkedArray) -> np.ndarray:
+    """The canonical fixed-width encoding of a numeric-like column, as uint64 (nulls filled)."""
+    t = col.type
+    if pa.types.is_floating(t):
+        v = pc.fill_null(pc.cast(col, pa.float64()), 0.0).to_numpy()
+        v = np.where(np.isnan(v), _CANONICAL_NAN, v + 0.0)  # -0.0 + 0.0 is 0.0; every NaN alike
+        return v.view(np.uint64)
+    if pa.types.is_timestamp(t):
+        col = pc.cast(col, pa.timestamp("us", t.tz), safe=False)
+        return pc.fill_null(col.cast(pa.int64()), 0).to_numpy().view(np.uint64)
+    if pa.types.is_date64(t):
+        col = pc.cast(col, pa.date32())
+    if pa.types.is_date32(col.type) or pa.types.is_time(t) or pa.types.is_duration(t):
+        return pc.fill_null(col.cast(pa.int64()), 0).to_numpy().view(np.uint64)
+    if pa.types.is_boolean(t):
+        return pc.fill_null(col, False).to_numpy(zero_copy_only=False).astype(np.uint64)
+    # integers of every width and sign: the int64 two's complement
+    return pc.fill_null(pc.cast(col, pa.int64(), safe=False), 0).to_numpy().view(np.uint64)
+
+
+def column_hash(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A 64-bit hash per value of one column, by the canonical encoding of its type."""
+    if isinstance(col, pa.Array):
+        col = pa.chunked_array([col], type=col.type)
+    if pa.types.is_dictionary(col.type):
+        col = pc.cast(col, col.type.value_type)
+    t = col.type
+    if pa.types.is_null(t):
+        return np.full(len(col), _NULL, dtype=np.uint64)
+    if pa.types.is_decimal(t):
+        return _text_hash(pc.cast(col, pa.string()))
+    if category(t) in ("string", "binary"):
+        return _text_hash(col)
+    if pa.types.is_nested(t):
+        text = [None if v is None else json.dumps(v, sort_keys=True, default=str) for v in col.to_pylist()]
+        return _text_hash(pa.chunked_array([pa.array(text, pa.string())]))
+    if category(t) in ("integer", "float", "timestamp", "date", "boolean") or pa.types.is_time(t) \
+            or pa.types.is_duration(t):
+        hashes = _hash_values(_numeric(col))
+    else:
+        text = [None if v is None else str(v) for v in col.to_pylist()]
+        return _text_hash(pa.chunked_array([pa.array(text, pa.string())]))
+    if col.null_count:
+        hashes = np.where(pc.is_null(col).to_numpy(zero_copy_only=False), _NULL, hashes)
+    return hashes
+
+
+def combine(hashes: Sequence[np.ndarray], rows: int) -> np.ndarray:
+    """Combine per-column hashes into one per row, in the order given."""
+    out = np.zeros(rows, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for h in hashes:
+            out = (out ^ h) * _MIX + np.uint64(1)
+    return out
+
+
+class Hasher:
+    """Row and key hashes of one Arrow table, each column hashed once."""
+
+    def __init__(self, table: pa.Table, exclude: Iterable[str] = (), order: Sequence[str] | None = None):
+        self.table = table
+        # sorted column names, or the caller's order when it renamed columns (the Spark engine does)
+        self.columns = list(order) if order is not None else sorted(
+            c for c in table.column_names if c not in set(exclude)
+        )
+        self._cache: dict[str, np.ndarray] = {}
+
+    def column(self, name: str) -> np.ndarray:
+        if name not in self._cache:
+            self._cache[name] = column_hash(self.table[name])
+        return self._cache[name]
+
+    def rows(self) -> np.ndarray:
+        return combine([self.column(c) for c in self.columns], self.table.num_rows)
+
+    def keys(self, keys: Sequence[str]) -> np.ndarray:
+        return combine([self.column(k) for k in keys], self.table.num_rows)
+
+    def schema_text(self) -> str:
+        return schema_text((c, category(self.table.schema.field(c).type)) for c in self.columns)
+
+
+def schema_text(columns: Iterable[tuple[str, str]]) -> str:
+    return ";".join(f"{name}:{cat}" for name, cat in sorted(columns))
+
+
+def hash_sum(hashes: np.ndarray) -> int:
+    """The sum of row hashes modulo 2**64 (partial sums add up the same way)."""
+    return int(hashes.sum(dtype=np.uint64)) if len(hashes) else 0
+
+
+def digest(schema: str, rows: int, total: int) -> Fingerprint:
+    """The fingerprint of ``rows`` rows of ``schema`` whose row hashes sum to ``total`` (mod 2**64)."""
+    text = f"{ALGORITHM}|{schema}|{rows}|{total % 2**64}"
+    return Fingerprint(ALGORITHM, rows, hashlib.sha256(text.encode()).hexdigest()[:32])
+
+
+def fingerprint(table: pa.Table, exclude: Iterable[str] = ()) -> Fingerprint:
+    """The fingerprint of an Arrow table (columns in ``exclude`` left out)."""
+    hasher = Hasher(table, exclude)
+    return digest(hasher.schema_text(), table.num_rows, hash_sum(hasher.rows()))
+
+
+def has_repeats(hashes: np.ndarray) -> bool:
+    """True when some hash occurs twice (distinct hashes prove distinct values)."""
+    if len(hashes) < 2:
+        return False
+    ordered = np.sort(hashes)
+    return bool((ordered[1:] == ordered[:-1]).any())

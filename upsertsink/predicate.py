@@ -1,0 +1,129 @@
+"""``delete_when``: one SQL predicate language, evaluated alike by Spark and by DataFusion on Arrow.
+
+The predicate is Spark SQL text over the batch's columns. It is parsed once (sqlglot) when the sink is
+built, and refused there when it could not mean the same thing on both engines: a nondeterministic function
+(the linter's catalogue: ``rand()``, ``now()``, ``uuid()`` ...) would delete different rows on a replay, and
+anything outside the portable subset below is evaluated differently by Spark and DataFusion (integer
+division, ``concat`` with nulls, casts of malformed text ...). The Spark engine evaluates the text with Spark;
+the embedded engine translates it with sqlglot and evaluates it with DataFusion, the engine delta-rs itself
+runs on. ``tests/test_predicate.py`` checks the two agree on every construct of the subset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import sqlglot
+from sqlglot import exp
+
+from upsertsink.errors import InvalidInputError
+
+# The portable subset: node types whose meaning is the same in Spark SQL and DataFusion.
+PORTABLE: tuple[type[exp.Expression], ...] = (
+    exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg,
+    exp.Not, exp.And, exp.Or, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
+    exp.Add, exp.Sub, exp.Mul, exp.In, exp.Between, exp.Like, exp.Is,
+    exp.Lower, exp.Upper, exp.Trim, exp.Coalesce, exp.Substring, exp.Length, exp.Abs,
+)
+PORTABLE_TEXT = (
+    "comparisons (=, <>, <, <=, >, >=, <=>), AND/OR/NOT, +, -, *, IN (...), BETWEEN, LIKE, IS [NOT] NULL, "
+    "lower, upper, trim, coalesce, substring, length, abs"
+)
+
+
+@cache
+def _nondeterministic_functions() -> frozenset[str]:
+    """Lower-case SQL function names whose value differs between runs (from the linter's catalogue)."""
+    from lint.sources import SPARK_FUNCTIONS
+
+    return frozenset(name for name, code in SPARK_FUNCTIONS.items() if code in ("ND001", "ND002", "ND003", "ND004"))
+
+
+def _function_name(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    if isinstance(node, exp.Func):
+        return node.sql_name().lower()
+    return None
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """A parsed, checked ``delete_when`` predicate."""
+
+    text: str
+    tree: exp.Expression
+    option: str = "delete_when"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(sorted({c.name for c in self.tree.find_all(exp.Column)}))
+
+    def spark_sql(self) -> str:
+        return self.text
+
+    def datafusion_sql(self) -> str:
+        """The predicate in DataFusion's SQL (identifiers double-quoted, Spark's ``<=>`` spelled out)."""
+        return self.tree.sql(dialect="postgres", identify=True)
+
+    def check_columns(self, columns: list[str]) -> None:
+        unknown = [c for c in self.columns if c not in columns]
+        if unknown:
+            raise InvalidInputError(
+                f"{self.option} {self.text!r} names column(s) {unknown} that the batch does not have; "
+                f"batch columns are {columns}"
+            )
+
+
+def parse(text: object, option: str = "delete_when") -> Predicate:
+    """Parse and check a predicate; raises InvalidInputError saying what is wrong and what is allowed."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInputError(f"{option} must be a non-empty SQL predicate string, got {text!r}")
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except sqlglot.errors.ParseError as err:
+        raise InvalidInputError(f"{option} is not a valid SQL predicate: {text!r} ({err})") from None
+    if tree is None or isinstance(tree, (exp.Select, exp.Command, exp.Query)) or tree.find(exp.Subquery, exp.Select):
+        raise InvalidInputError(f"{option} must be a predicate over the batch's columns: {text!r}")
+    bad = []
+    for node in tree.walk():
+        name = _function_name(node)
+        if name is not None and name in _nondeterministic_functions():
+            raise InvalidInputError(
+                f"{option} {text!r} calls {name}(), which gives a different value on every run: a replayed "
+                "batch would delete different rows. Decide deletes from the batch's own columns."
+            )
+        literal_list = all(isinstance(v, (exp.Literal, exp.Boolean, exp.Null, exp.Neg)) for v in node.expressions)
+        if isinstance(node, exp.In) and (node.args.get("query") or not literal_list) or not isinstance(node, PORTABLE) and not isinstance(node, exp.DataType):
+            bad.append(node)
+    if bad:
+        shown = bad[0].sql(dialect="spark")
+        raise InvalidInputError(
+            f"{option} {text!r} uses {shown!r}, which Spark and the embedded engine (DataFusion) do not "
+            f"evaluate alike; use only {PORTABLE_TEXT}"
+        )
+    return Predicate(text, tree, option)
+
+
+def evaluate_arrow(predicate: Predicate, table):  # -> pyarrow.ChunkedArray of bool
+    """Evaluate on an Arrow table with DataFusion: one boolean per row, null taken as false."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from datafusion import SessionConfig, SessionContext
+
+    ctx = SessionContext(SessionConfig().with_target_partitions(1))
+    subset = table.select(list(predicate.columns)) if predicate.columns else pa.table({"_": pa.nulls(table.num_rows)})
+    ctx.from_arrow(subset, name="batch")
+    try:
+        result = ctx.sql(f"SELECT ({predicate.datafusion_sql()}) AS flag FROM batch").to_arrow_table()
+    except Exception as err:  # noqa: BLE001 - DataFusion raises plain Exceptions for planning and type errors
+        raise InvalidInputError(
+            f"{predicate.option} {predicate.text!r} cannot be evaluated on this batch: {str(err).splitlines()[0]}"
+        ) from None
+    flag = result["flag"]
+    if not (pa.types.is_boolean(flag.type) or pa.types.is_null(flag.type)):
+        raise InvalidInputError(f"{predicate.option} {predicate.text!r} is not a boolean predicate (it gives {flag.type})")
+    if len(flag) != table.num_rows:
+        raise AssertionError("DataFusion returned a different number of rows")
+    return pc.fill_null(flag.cast(pa.bool_()), False)

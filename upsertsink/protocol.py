@@ -1,0 +1,252 @@
+"""The write protocol: one semantics, both engines (see DESIGN.md and docs/reliability.md).
+
+    validate -> for each attempt on a fresh snapshot:
+        marker check (a committed batch id is skipped after its content is checked)
+        prepare (once)                                              crash point "prepared"
+        tombstones: stale rows become deletes; this batch's deletes are remembered
+                                                                    crash point "tombstones-recorded"
+        one commit: data + marker + fingerprint (create, MERGE, or marker-only)
+                                                                    crash points in the engines
+        repair: a delete recorded concurrently for one of our keys, newer than what we wrote, is applied
+    a lost commit race repeats the attempt (bounded, with backoff); anything else unexpected becomes
+    WriteFailedError, so a caller only ever sees UpsertSinkError.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from upsertsink import batch as B
+from upsertsink import faults, markers
+from upsertsink.conflicts import RetryableConflict, first_line
+from upsertsink.engines.base import Engine, PreparedBatch, WriteRequest
+from upsertsink.errors import ConcurrentWriteError, ReplayDivergenceError, UpsertSinkError, WriteFailedError
+from upsertsink.spec import MergePlan
+from upsertsink.tombstones import SEQUENCE, TombstoneStore, key_column
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What one ``write`` did. ``skipped`` means the batch id was already committed: nothing changed.
+
+    ``replay_check`` says how a skipped batch was compared with the commit that recorded it: ``"matched"``
+    (same content: fingerprints equal), ``"rows-only"`` (committed with an older fingerprint algorithm;
+    only the row counts could be compared), ``"unavailable"`` (the log no longer holds that commit, or the
+    batch id was never committed because the app's marker went past it); None when the batch was written.
+    """
+
+    version: int | None
+    skipped: bool
+    inserted: int
+    updated: int
+    deleted: int
+    batch_id: int | None
+    app_id: str
+    engine: str
+    rows: int = 0  # rows merged after duplicate resolution
+    stale: int = 0  # rows older than a remembered delete: applied as that delete instead
+    replay_check: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    schema_evolution: bool
+    retention_us: int | None
+    max_retries: int
+
+
+def write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteResult:
+    """Run the protocol for one batch; every error raised is an UpsertSinkError."""
+    try:
+        return _write(engine, request, settings)
+    except UpsertSinkError:
+        raise
+    except Exception as err:
+        raise WriteFailedError(
+            f"writing batch {request.batch_id} to {request.target} failed: {type(err).__name__}: {first_line(err)}. "
+            "The table holds this batch either completely or not at all; sending it again is safe."
+        ) from err
+
+
+def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteResult:
+    source = engine.columns()
+    B.check_columns(source, None, request.keys, request.sequence, True, request.target)
+    names = [c.name for c in source]
+    missing = [c for c in request.partition_by or () if c not in names]
+    if missing:
+        raise B.SchemaMismatchError(f"partition_by column(s) {missing} missing from the batch")
+    if request.delete_when is not None:
+        request.delete_when.check_columns(names)
+
+    prepared: PreparedBatch | None = None
+    for attempt in range(settings.max_retries + 1):
+        try:
+            snapshot = markers.open_snapshot(request.target, request.storage_options)
+            target = engine.target_columns(request, snapshot)
+            new_columns, casts = B.check_columns(
+                source, target, request.keys, request.sequence, settings.schema_evolution, request.target
+            )
+            last = snapshot.last_batch(request.app_id)
+            if request.batch_id is not None and last is not None and request.batch_id <= last:
+                return _replay(engine, request, settings, snapshot, target, casts, prepared)
+            if prepared is None or prepared.casts != tuple(casts):
+                prepared = engine.prepare(request, target, casts)
+                faults.point("prepared")
+            return _attempt(engine, request, settings, snapshot, target, new_columns, prepared)
+        except RetryableConflict as err:
+            if attempt == settings.max_retries:
+                raise ConcurrentWriteError(
+                    f"gave up writing batch {request.batch_id} to {request.target} after {attempt + 1} attempts: "
+                    f"concurrent writers kept conflicting ({err}). Nothing of this batch was committed; "
+                    "send it again."
+                ) from err
+            delay = min(5.0, 0.1 * 2**attempt) * (0.5 + random.random())
+            log.info("concurrent commit on %s (attempt %d), retrying in %.2fs", request.target, attempt + 1, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def _attempt(
+    engine: Engine, request: WriteRequest, settings: Settings, snapshot: markers.Snapshot,
+    target: list[B.Column] | None, new_columns: list[B.Column], prepared: PreparedBatch,
+) -> WriteResult:
+    batch, stale, store, seen, seen_version = prepared, 0, None, None, None
+    if request.tracks_deletes:
+        store = _store(request)
+        seen = _matching(store, engine, request, prepared)
+        batch, stale = engine.apply_tombstones(request, prepared, seen)
+        deletes = engine.deletes(request, batch)
+        if deletes.num_rows:
+            store.record(deletes, request.batch_id, settings.retention_us)
+            faults.point("tombstones-recorded")
+        seen_version = store.version()
+    columns = tuple(c.name for c in (target or engine.columns())) + tuple(c.name for c in new_columns)
+    plan = MergePlan(
+        request.keys, columns, request.sequence, deletes=request.delete_when is not None,
+        new_columns=tuple(c.name for c in new_columns),
+    )
+    meta = markers.encode_metadata(
+        request.app_id, request.batch_id, prepared.fingerprint, engine.name, tombstones_version=seen_version
+    )
+    faults.point("before-commit")
+    outcome = engine.commit(request, batch, snapshot, plan, meta, new_columns)
+    log.info(
+        "batch %s -> %s v%s: %d inserted, %d updated, %d deleted",
+        request.batch_id, request.target, outcome.version, outcome.inserted, outcome.updated, outcome.deleted,
+    )
+    deleted = outcome.deleted
+    version = outcome.version
+    if store is not None and store.version() != seen_version:
+        repaired = _repair(engine, request, store, batch, seen)
+        if repaired is not None:
+            deleted += repaired.deleted
+            version = repaired.version
+    return WriteResult(
+        version=version, skipped=False, inserted=outcome.inserted, updated=outcome.updated, deleted=deleted,
+        batch_id=request.batch_id, app_id=request.app_id, engine=engine.name, rows=batch.rows, stale=stale,
+    )
+
+
+def _store(request: WriteRequest) -> TombstoneStore:
+    assert request.sequence is not None
+    return TombstoneStore(request.target, request.keys, request.sequence, request.storage_options)
+
+
+def _matching(store: TombstoneStore, engine: Engine, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
+    return store.matching(prepared.key_hashes, engine.key_sample(request, prepared), prepared.key_ranges)
+
+
+# ---------------------------------------------------------------- replays
+
+
+def _replay(
+    engine: Engine, request: WriteRequest, settings: Settings, snapshot: markers.Snapshot,
+    target: list[B.Column] | None, casts: list[str], prepared: PreparedBatch | None,
+) -> WriteResult:
+    """A batch id at or below the app's marker: check its content against its commit, then skip it."""
+    assert request.batch_id is not None
+    committed = markers.committed_fingerprint(snapshot, request.app_id, request.batch_id)
+    check = "unavailable"
+    if committed.state == "found":
+        assert committed.fingerprint is not None
+        ours = prepared.fingerprint if prepared is not None else engine.fingerprint(request, target, casts)
+        same = ours.matches(committed.fingerprint)
+        if same is False:
+            raise ReplayDivergenceError(
+                f"batch {request.batch_id} of app {request.app_id!r} was already committed to {request.target} "
+                f"(version {committed.version}) with different content ({committed.fingerprint.rows} rows, "
+                f"fingerprint {committed.fingerprint.value}; now {ours.rows} rows, fingerprint {ours.value}). "
+                "The job that produced it is not deterministic: run `upsertsink lint` on it. Nothing was written."
+            )
+        check = "matched" if same else "rows-only"
+    if check != "matched":
+        log.warning(
+            "batch %s of %s skipped; its content could not be fully checked (%s: %s)",
+            request.batch_id, request.app_id, check, committed.state,
+        )
+    if request.tracks_deletes:
+        store = _store(request)
+        recorded = committed.tombstones_version if committed.state == "found" else -1
+        if store.version() not in (None, recorded):
+            batch = prepared if prepared is not None else engine.prepare(request, target, casts)
+            _repair(engine, request, store, batch, None)
+    log.info("batch %s already committed for %s: skipped", request.batch_id, request.app_id)
+    return WriteResult(
+        version=snapshot.version, skipped=True, inserted=0, updated=0, deleted=0, batch_id=request.batch_id,
+        app_id=request.app_id, engine=engine.name, replay_check=check,
+    )
+
+
+# ---------------------------------------------------------------- repair (tombstones rule 4)
+
+
+def _repair(
+    engine: Engine, request: WriteRequest, store: TombstoneStore, batch: PreparedBatch, seen: pa.Table | None
+) -> Any:
+    """Apply tombstones newer than rows this batch upserted, where the table still holds an older row."""
+    current = _matching(store, engine, request, batch)
+    if seen is not None and seen.num_rows:
+        current = _newer_than_seen(current, seen, store.key_columns)
+    if current.num_rows == 0:
+        return None
+    upserted = engine.upserted_keys(request, batch)
+    kc = store.key_columns
+    joined = current.join(upserted.rename_columns([*kc, "_ours"]), keys=kc, join_type="inner")
+    import pyarrow.compute as pc
+
+    overtaken = joined.filter(pc.greater(joined[SEQUENCE], pc.cast(joined["_ours"], joined[SEQUENCE].type)))
+    if overtaken.num_rows == 0:
+        return None
+    snapshot = markers.open_snapshot(request.target, request.storage_options)
+    stored = engine.stored_sequences(request, snapshot, overtaken.select(kc))
+    both = overtaken.select([*kc, SEQUENCE]).join(stored.rename_columns([*kc, "_stored"]), keys=kc)
+    older = both.filter(pc.fill_null(pc.less(pc.cast(both["_stored"], both[SEQUENCE].type), both[SEQUENCE]), False))
+    if older.num_rows == 0:
+        return None
+    faults.point("repair-before")
+    log.info("applying %d delete(s) recorded concurrently to %s", older.num_rows, request.target)
+    meta = {"upsertsink": 1, "app_id": request.app_id, "repair_of_batch": request.batch_id}
+    outcome = engine.repair(request, older.select([*kc, SEQUENCE]), meta)
+    faults.point("repair-committed")
+    return outcome
+
+
+def _newer_than_seen(current: pa.Table, seen: pa.Table, kc: list[str]) -> pa.Table:
+    """Rows of ``current`` (tombstones now) that are new or higher than in ``seen`` (when we read them)."""
+    import pyarrow.compute as pc
+
+    before = seen.select([*kc, SEQUENCE]).rename_columns([*kc, "_seen"])
+    joined = current.join(before, keys=kc, join_type="left outer")
+    newer = pc.or_(pc.is_null(joined["_seen"]), pc.greater(joined[SEQUENCE], pc.cast(joined["_seen"], joined[SEQUENCE].type)))
+    return joined.filter(newer).select([*kc, SEQUENCE])
+
+
+__all__ = ["Settings", "WriteResult", "key_column", "write"]
