@@ -12,7 +12,7 @@ from pathlib import Path
 import bigwrite
 import localcluster as lc
 import pytest
-from conftest import JOBS, ROOT, records, submit
+from clusterlib import JOBS, ROOT, records, submit
 from deltalake import DeltaTable
 
 pytestmark = pytest.mark.cluster_full

@@ -7,9 +7,8 @@ from collections import Counter
 
 import boto3
 import feed as F
-import pandas as pd
 import pytest
-from conftest import (
+from clusterlib import (
     JOBS,
     embedded_writer,
     finish,
@@ -27,13 +26,6 @@ from upsertsink.markers import decode_metadata
 ALLOWED = {"committed", "skipped", "retrying", "gave up"}
 
 
-def table_rows(path: str, options: dict[str, str]) -> dict[int, tuple]:
-    df = DeltaTable(path, storage_options=options).to_pandas()
-    rows = {int(r.id): (int(r.id), r.name, float(r.amount), int(r.seq), r.op) for r in df.itertuples()}
-    assert len(rows) == len(df), "duplicate keys in the table"
-    return rows
-
-
 def commits_per_batch(path: str, options: dict[str, str]) -> Counter:
     found: Counter = Counter()
     for commit in DeltaTable(path, storage_options=options).history():
@@ -41,10 +33,6 @@ def commits_per_batch(path: str, options: dict[str, str]) -> Counter:
         if meta:
             found[(meta["app_id"], meta["batch_id"])] += 1
     return found
-
-
-def model_rows(*writers: int, batches: int = 3, rows: int = 50, keys: int = 120) -> dict[int, tuple]:
-    return F.model(*[F.feed(w, batches, rows, keys) for w in writers])
 
 
 def test_the_server_decides_racing_conditional_puts_atomically(cluster):
@@ -76,32 +64,32 @@ def test_the_server_decides_racing_conditional_puts_atomically(cluster):
 
 
 def test_embedded_engine_writes_replays_and_reads_back_on_s3(s3_path, dl_options):
-    batches = F.feed(0, 3, 50, 120)
+    batches = F.feed(0)
     sink = UpsertSink(s3_path, F.KEYS, sequence_by=F.SEQUENCE, delete_when=F.DELETE_WHEN, app_id="emb",
                       storage_options=dl_options)
     for i, rows in enumerate(batches):
-        last = sink.write(pd.DataFrame(rows, columns=F.COLUMNS), batch_id=i)
+        last = sink.write(F.arrow_batch(rows), batch_id=i)
         assert not last.skipped
-    again = sink.write(pd.DataFrame(batches[1], columns=F.COLUMNS), batch_id=1)
+    again = sink.write(F.arrow_batch(batches[1]), batch_id=1)
     assert again.skipped and again.version == last.version  # no commit
-    assert sink.last_batch_id() == 2
-    assert table_rows(s3_path, dl_options) == model_rows(0)
+    assert sink.last_batch_id() == len(batches) - 1
+    assert F.state(s3_path, dl_options) == F.expected(0)
 
 
 def test_cluster_job_writes_s3_with_the_sessions_credentials_only(cluster, s3_path, dl_options, tmp_path):
     """A Spark job on the cluster: no storage_options given, deltalake's reads use the session's s3a conf."""
     result = tmp_path / "spark.jsonl"
     proc = submit(cluster, JOBS / "writer.py", "--engine", "spark",
-                  *writer_args(s3_path, "job", 0, result, send="0,1,2,1"))
+                  *writer_args(s3_path, "job", 0, result, batches=3, send="0,1,2,1"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     calls = records(result)
     assert [c["outcome"] for c in calls] == ["committed", "committed", "committed", "skipped"], calls
-    assert table_rows(s3_path, dl_options) == model_rows(0)
+    assert F.state(s3_path, dl_options) == F.expected(0, batches=3)
     assert UpsertSink(s3_path, "id", app_id="job", storage_options=dl_options).last_batch_id() == 2
     # the table moves between engines: the embedded engine sees the Spark job's markers
     emb = UpsertSink(s3_path, F.KEYS, sequence_by=F.SEQUENCE, delete_when=F.DELETE_WHEN, app_id="job",
                      storage_options=dl_options)
-    assert emb.write(pd.DataFrame(F.feed(0, 3, 50, 120)[2], columns=F.COLUMNS), batch_id=2).skipped
+    assert emb.write(F.arrow_batch(F.feed(0, batches=3)[2]), batch_id=2).skipped
 
 
 def test_a_spark_job_and_an_embedded_writer_send_one_feed_at_once(cluster, s3_path, dl_options, tmp_path):
@@ -122,15 +110,16 @@ def test_a_spark_job_and_an_embedded_writer_send_one_feed_at_once(cluster, s3_pa
     _judge(calls)
     _resend_gave_up(calls, s3_path, dl_options)
     per_batch = commits_per_batch(s3_path, dl_options)
-    assert [per_batch[("pair", b)] for b in range(3)] == [1, 1, 1], per_batch
-    assert table_rows(s3_path, dl_options) == {**model_rows(0), SEED[0]: SEED}
+    assert all(per_batch[("pair", b)] == 1 for b in range(F.BATCHES)), per_batch
+    assert F.state(s3_path, dl_options) == {**F.expected(0), **SEED}
 
 
 @pytest.mark.cluster_full
 @pytest.mark.parametrize("run", range(2))
 def test_four_writers_two_engines_with_deletes_converge(cluster, s3_path, dl_options, tmp_path, run):
-    """Issue #7's concurrency scenario on S3, mixing engines: two writers (one per engine) share an app id and
-    send the same feed; two more (one per engine) send feeds of their own over the same keys, with deletes.
+    """Issue #7's concurrency scenario on S3, mixing engines, on the reliability harness's feeds: two writers (one
+    per engine) share an app id and send the same feed; two more (one per engine) send feeds of their own over
+    the same keys (deletes, duplicates, late and stale rows).
     Every call commits, is skipped, or raises ConcurrentWriteError; after re-sending what gave up, the table
     equals the model and every batch of every app id is in the log exactly once."""
     _seed(s3_path, dl_options)
@@ -153,21 +142,23 @@ def test_four_writers_two_engines_with_deletes_converge(cluster, s3_path, dl_opt
     _resend_gave_up(calls, s3_path, dl_options)
     per_batch = commits_per_batch(s3_path, dl_options)
     for app_id in ("shared", "own-s", "own-e"):
-        assert [per_batch[(app_id, b)] for b in range(3)] == [1, 1, 1], (app_id, per_batch)
-        assert UpsertSink(s3_path, "id", app_id=app_id, storage_options=dl_options).last_batch_id() == 2
-    assert table_rows(s3_path, dl_options) == {**model_rows(0, 1, 2), SEED[0]: SEED}
+        assert all(per_batch[(app_id, b)] == 1 for b in range(F.BATCHES)), (app_id, per_batch)
+        last = UpsertSink(s3_path, "id", app_id=app_id, storage_options=dl_options).last_batch_id()
+        assert last == F.BATCHES - 1
+    assert F.state(s3_path, dl_options) == {**F.expected(0, 1, 2), **SEED}
 
 
 # ---------------------------------------------------------------- helpers
 
 
-SEED = (10_000, "seed", 0.0, 0, "U")
+SEED = {10_000: ("seed", 0)}  # a key no feed uses
 
 
 def _seed(path: str, options: dict[str, str]) -> None:
-    """Create the table first (creation races are issue #7's; this suite is about commits on S3)."""
+    """Create the table first, so that the writers race on commits, not on creating the table."""
+    row = {"id": 10_000, "val": "seed", "seq": 0, "op": "U"}
     UpsertSink(path, F.KEYS, sequence_by=F.SEQUENCE, delete_when=F.DELETE_WHEN, app_id="seed",
-               storage_options=options).write(pd.DataFrame([SEED], columns=F.COLUMNS), batch_id=0)
+               storage_options=options).write(F.arrow_batch([row]), batch_id=0)
 
 
 def _judge(calls: list[dict]) -> None:
@@ -183,8 +174,8 @@ def _resend_gave_up(calls: list[dict], path: str, options: dict[str, str]) -> No
     order, on the embedded engine (as an operator would)."""
     for c in calls:
         if c["outcome"] == "gave up":
-            batches = F.feed(c["writer"], 3, 50, 120)
+            batches = F.feed(c["writer"])
             sink = UpsertSink(path, F.KEYS, sequence_by=F.SEQUENCE, delete_when=F.DELETE_WHEN, app_id=c["app_id"],
                               storage_options=options)
             for batch_id in range(c["batch_id"], len(batches)):
-                sink.write(pd.DataFrame(batches[batch_id], columns=F.COLUMNS), batch_id=batch_id)
+                sink.write(F.arrow_batch(batches[batch_id]), batch_id=batch_id)

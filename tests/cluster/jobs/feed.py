@@ -1,45 +1,48 @@
-"""Deterministic change feeds for the cluster/object-store tests, and the model they must converge to.
+"""The change feeds of the cluster/object-store scenarios: the reliability harness's (tests/reliability), per
+writer.
 
-A feed is a list of batches of rows (id, name, amount, seq, op); ``op = 'D'`` marks a delete. Sequence
-numbers are unique across every writer of a scenario, so the model is simple: per key, the row with the
-highest sequence decides (a delete removes the key), whatever order the writers' commits land in.
+``harness.change_feed`` gives inserts, updates, deletes, exact duplicates, several rows of one key in a batch,
+late (older) events and an entirely stale batch, with one content per (key, sequence). Writers with feeds of
+their own (own app ids) must not share a (key, sequence) pair either, so writer ``w``'s sequence numbers are
+rebased to ``seq * 10 + w``: each feed keeps its own order and ``harness.model`` of all of them together is
+the one table every interleaving of their commits converges to.
 """
 
 from __future__ import annotations
 
-import random
+import sys
+from pathlib import Path
 
-SCHEMA = "id long, name string, amount double, seq long, op string"
-COLUMNS = ["id", "name", "amount", "seq", "op"]
-KEYS = ["id"]
-SEQUENCE = "seq"
-DELETE_WHEN = "op = 'D'"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "reliability"))
 
+from harness import DELETE_WHEN, KEYS, SCHEMA, SEQUENCE, arrow_batch, change_feed, model
 
-def feed(writer: int, batches: int, rows: int, keys: int, seed: int = 7) -> list[list[tuple]]:
-    """``batches`` batches of ``rows`` rows over ids ``0..keys-1`` for writer number ``writer`` (0..9).
+__all__ = ["DELETE_WHEN", "KEYS", "SCHEMA", "SEQUENCE", "arrow_batch", "feed", "model", "state"]
 
-    About one row in six is a delete; the first batch of writer 0 inserts only.
-    """
-    rng = random.Random(seed * 1000 + writer)
-    out = []
-    for b in range(batches):
-        ids = rng.sample(range(keys), min(rows, keys))
-        batch = []
-        for j, key in enumerate(ids):
-            seq = ((b * 10 + writer) * 100_000) + j + 1  # unique per (batch, writer, row)
-            op = "D" if (b or writer) and rng.random() < 1 / 6 else "U"
-            batch.append((key, f"w{writer}b{b}r{j}", round(rng.uniform(1, 1000), 2), seq, op))
-        out.append(batch)
-    return out
+BATCHES = 6
 
 
-def model(*feeds: list[list[tuple]]) -> dict[int, tuple]:
-    """The table every order of applying ``feeds`` converges to: id -> (id, name, amount, seq, op)."""
-    latest: dict[int, tuple] = {}
-    for batches in feeds:
-        for batch in batches:
-            for row in batch:
-                if row[0] not in latest or row[3] > latest[row[0]][3]:
-                    latest[row[0]] = row
-    return {k: r for k, r in latest.items() if r[4] != "D"}
+def feed(writer: int, batches: int = BATCHES, seed: int = 7) -> list[list[dict]]:
+    """Writer ``writer``'s feed (0..9): the harness feed of seed ``seed + writer``, sequences rebased."""
+    rebased = []
+    for rows in change_feed(seed + writer, batches=batches):
+        rebased.append([{**r, "seq": r["seq"] * 10 + writer, "val": f"{r['val']}-w{writer}"} for r in rows])
+    return rebased
+
+
+def expected(*writers: int, batches: int = BATCHES) -> dict[int, tuple[str, int]]:
+    """The table that the feeds of ``writers``, each applied once, converge to: {id: (val, seq)}."""
+    return model([rows for w in writers for rows in feed(w, batches)])
+
+
+def state(path: str, options: dict[str, str] | None) -> dict[int, tuple[str, int]]:
+    """The table as {id: (val, seq)}, read with deltalake; fails on a duplicate key."""
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(path, storage_options=options).to_pyarrow_table(columns=["id", "val", "seq"]).to_pylist()
+    found: dict[int, tuple[str, int]] = {}
+    for r in rows:
+        if r["id"] in found:
+            raise AssertionError(f"duplicate key {r['id']} in {path}")
+        found[r["id"]] = (r["val"], r["seq"])
+    return dict(sorted(found.items()))

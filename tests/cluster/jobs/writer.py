@@ -52,9 +52,7 @@ def main() -> int:
     parser.add_argument("--target", required=True)
     parser.add_argument("--app-id", required=True)
     parser.add_argument("--writer", type=int, required=True, help="which feed (0..9)")
-    parser.add_argument("--batches", type=int, default=3)
-    parser.add_argument("--rows", type=int, default=50)
-    parser.add_argument("--keys", type=int, default=120)
+    parser.add_argument("--batches", type=int, default=F.BATCHES)
     parser.add_argument("--send", default="", help="batch ids to send, e.g. 0,1,2,1 (default: all once)")
     parser.add_argument("--options", default="", help="deltalake storage options as JSON (embedded engine)")
     parser.add_argument("--attempts", type=int, default=3, help="tries per batch on ConcurrentWriteError")
@@ -65,7 +63,7 @@ def main() -> int:
 
     from upsertsink import UpsertSink
 
-    batches = F.feed(args.writer, args.batches, args.rows, args.keys)
+    batches = F.feed(args.writer, args.batches)
     order = [int(x) for x in args.send.split(",")] if args.send else list(range(len(batches)))
     options = json.loads(args.options) if args.options else None
     spark = None
@@ -73,11 +71,9 @@ def main() -> int:
         import upsertsink
 
         spark = upsertsink.spark_session(f"writer-{args.app_id}-{args.writer}")
-        frames = {i: spark.createDataFrame(batches[i], F.SCHEMA) for i in set(order)}
+        frames = {i: spark.createDataFrame(F.arrow_batch(batches[i])) for i in set(order)}
     else:
-        import pandas as pd
-
-        frames = {i: pd.DataFrame(batches[i], columns=F.COLUMNS) for i in set(order)}
+        frames = {i: F.arrow_batch(batches[i]) for i in set(order)}
     sink = UpsertSink(
         args.target, F.KEYS, sequence_by=F.SEQUENCE, delete_when=F.DELETE_WHEN, app_id=args.app_id,
         storage_options=options,
