@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` and `make test`. Each one installs what it needs first.
-.PHONY: demo test setup lint-examples bench cluster cluster-stop cluster-test
+.PHONY: demo test setup lint-examples bench stress cluster cluster-stop cluster-test
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -28,3 +28,7 @@ cluster-stop:
 # The whole cluster / object-store suite: starts its own cluster and S3 server, runs, stops them.
 cluster-test: setup
 	@bash scripts/cluster_test.sh
+
+# Random kills and concurrent writers compared with the model (docs/reliability.md); writes bench/results/stress.json.
+stress: setup
+	@.venv/bin/python tests/reliability/stress.py

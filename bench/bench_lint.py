@@ -7,8 +7,8 @@ Corpus: pyspark's own Python sources (about 270k lines) from the installed distr
 - cold: ``upsertsink lint`` on the corpus with an empty cache (parallel workers, pre-filter, cache write);
 - warm: the same command again, the cache filled and no file changed.
 
-cold and warm are measured twice: in-process (``lint.runner.lint_paths``) and as the real command in a
-subprocess (interpreter start-up and imports included). Prints a table, writes bench/results/lint.json.
+cold and warm are measured twice: in-process (``upsertsink.lint.runner.lint_paths``) and as the real command
+in a subprocess (interpreter start-up and imports included). Prints a table, writes bench/results/lint.json.
 Usage: ``.venv/bin/python bench/bench_lint.py [--corpus DIR] [--repeat N]``
 """
 
@@ -84,8 +84,8 @@ def baseline(files: list[Path]) -> float:
 
 
 def in_process(corpus: Path, cache_root: Path) -> tuple[float, float, dict, dict]:
-    from lint.config import Settings
-    from lint.runner import lint_paths
+    from upsertsink.lint.config import Settings
+    from upsertsink.lint.runner import lint_paths
 
     settings = Settings()
     settings.root = cache_root
@@ -105,7 +105,7 @@ def cli_run(corpus: Path, cwd: Path) -> float:
         config.write_text("[tool.upsertsink.lint]\n", encoding="utf-8")
     exe = Path(sys.executable).parent / "upsertsink"
     args = [str(corpus), "--format", "json", "--config", str(config)]
-    cmd = [str(exe), "lint", *args] if exe.exists() else [sys.executable, "-m", "lint", *args]
+    cmd = [str(exe), "lint", *args] if exe.exists() else [sys.executable, "-m", "upsertsink.lint", *args]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
@@ -193,6 +193,10 @@ def main() -> None:
         },
         "lint_stats": stats,
     }
+    try:
+        result["machine"]["load_average_at_end"] = os.getloadavg()
+    except OSError:
+        pass
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     for key, limit in (("cold_cli", targets["cold"]), ("warm_cli", targets["warm"])):

@@ -1,6 +1,6 @@
-"""``python -m lint``: the same command as ``upsertsink lint``."""
+"""``python -m upsertsink.lint``: the same command as ``upsertsink lint``."""
 
-from lint.cli import main
+from upsertsink.lint.cli import main
 
 if __name__ == "__main__":
     main()

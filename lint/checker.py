@@ -11,18 +11,32 @@ import io
 import sys
 import tokenize
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
+from typing import ClassVar
 
-from lint.analysis import ModuleAnalysis, Src, noqa_codes
-from lint.rules import RULES
-from lint.sources import has_trigger
+from upsertsink.lint.analysis import ModuleAnalysis, Src, noqa_codes
+from upsertsink.lint.catalogue import has_trigger
+from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
+from upsertsink.lint.notebooks import (
+    Converted,
+    NotebookError,
+    convert_databricks,
+    convert_ipynb,
+    is_databricks_source,
+)
+from upsertsink.lint.rules import RULES
 
 FILE_NOQA = b"upsertsink: noqa"
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One finding, with 1-based positions (end_column exclusive, as in ruff and SARIF)."""
+    """One finding, with 1-based positions (end_column exclusive, as in ruff and SARIF).
+
+    In a Jupyter notebook (``.ipynb``) ``line``/``end_line`` count lines within code cell number ``cell``
+    (1-based, as Jupyter numbers cells on screen and ruff reports them) and ``file_line`` is the line of the
+    notebook's JSON text that holds the reported source line (for SARIF and GitHub annotations).
+    """
 
     path: str
     line: int
@@ -34,62 +48,66 @@ class Finding:
     message: str
     target: str | None
     column_name: str | None
+    cell: int | None = None
+    file_line: int | None = None
+
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "line",
+        "column",
+        "end_line",
+        "end_column",
+        "rule",
+        "severity",
+        "message",
+        "target",
+        "column_name",
+        "cell",
+        "file_line",
+    )
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The JSON output's object: the ten documented fields, plus ``cell`` for notebook findings."""
+        out = asdict(self)
+        del out["file_line"]
+        if self.cell is None:
+            del out["cell"]
+        return out
+
+    def to_cache(self) -> dict:
+        """Everything but the path, by field name (the cache's row)."""
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+    @classmethod
+    def from_cache(cls, path: str, row: dict) -> Finding:
+        """The inverse of :meth:`to_cache`; raises KeyError/TypeError on a row of another shape."""
+        return cls(path, **{name: row[name] for name in cls.FIELDS})
+
+
+@dataclass
+class CheckOptions:
+    """What a check needs besides the file's bytes: key settings and the project around the file."""
+
+    keys: list[str] = field(default_factory=list)
+    sequence: list[str] = field(default_factory=list)
+    key_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_KEY_PATTERNS))
+    origin: str | None = None  # the file's absolute path (to find .sql files it reads), if on disk
+    root: str | None = None  # the project root (.sql files are looked up at most up to here)
+    # summaries of the linted tree's modules this file imports or %runs: import spec -> summary
+    externals: dict[str, dict] = field(default_factory=dict)
+    summarize: bool = False  # also compute what the file gives other files (only asked for files others use)
 
 
 @dataclass
 class FileResult:
-    """Findings of one file plus what it cost: parsed or skipped by the pre-filter."""
+    """Findings of one file plus what it cost (parsed, or skipped by the pre-filter), what it exports to
+    other files (``summary``; None when not asked for), what it imports (``imports``: specs such as ``helpers``, ``.util`` or
+    ``%run:./setup``) and the other files its findings depend on (``deps``: .sql path -> content digest)."""
 
     findings: list[Finding]
     parsed: bool
-
-
-_TARGET_TEXT = {
-    "key": "merge key",
-    "sequence": "sequence column",
-    "column": "column",
-}
-_CONSEQUENCE = {
-    "key": "a replay computes different keys, so the upsert inserts new rows instead of overwriting the ones "
-    "the first run wrote (duplicates) and the rows of the first run are never replaced",
-    "sequence": "a replay computes a different sequence value, so the newer-wins check compares values that "
-    "no longer describe the data: stale rows can win and re-sent rows are not recognized as the same",
-    "column": "a replay writes different values into this column, so two runs of the same batch do not leave "
-    "the same table (legal, but replays are no longer byte-for-byte repeatable)",
-}
-_ROWS_CONSEQUENCE = {
-    "key": "a replay writes a different set of rows, and so of keys, than the first run",
-    "sequence": "a replay can keep a different row of each group, with a different sequence value",
-    "column": "a replay writes different rows than the first run",
-}
-
-
-def _message(src: Src, target: str, column: str, others: list[str], rows: bool) -> str:
-    rule = RULES[src.rule]
-    what = f"`{src.what}`" if not src.what.endswith(" in SQL") else f"`{src.what[:-7]}` in SQL text"
-    if src.via:
-        what = f"{what} inside {src.via}"
-    also = ""
-    if others:
-        shown = ", ".join(f"`{o}`" for o in others[:3])
-        also = f"; it also reaches {shown}{', ...' if len(others) > 3 else ''}"
-    if rows:
-        if column == "*":
-            reach = "it decides which rows are written (all columns)"
-        elif target == "sequence":
-            reach = f"it decides which duplicate row survives (sequence column `{column}`)"
-        else:
-            reach = f"it decides which rows are written (merge key `{column}`)"
-        consequence = _ROWS_CONSEQUENCE[target]
-        fix = rule.advice("rows")
-    else:
-        reach = f"it reaches {_TARGET_TEXT[target]} `{column}`"
-        consequence = _CONSEQUENCE[target]
-        fix = rule.advice(target)
-    return f"{what} {rule.verb}; {reach}{also}: {consequence}. Fix: {fix}"
+    summary: dict | None = None
+    imports: list[str] = field(default_factory=list)
+    deps: dict[str, str] = field(default_factory=dict)
 
 
 def decode(data: bytes) -> str:
@@ -101,14 +119,31 @@ def decode(data: bytes) -> str:
 
 
 def check_bytes(
-    path: str, data: bytes, keys: list[str], sequence: list[str], prefilter: bool = True
+    path: str,
+    data: bytes,
+    keys: list[str],
+    sequence: list[str],
+    prefilter: bool = True,
+    options: CheckOptions | None = None,
 ) -> FileResult:
-    """Check the contents of one file. ``path`` is only used to label findings."""
+    """Check the contents of one file (a module, a Jupyter notebook or a Databricks source export).
+    ``path`` labels the findings and tells a notebook (``.ipynb``) from Python source."""
+    opts = options or CheckOptions()
+    keys = list(keys) or list(opts.keys)
+    sequence = list(sequence) or list(opts.sequence)
     if FILE_NOQA in data:
         return FileResult([], False)
-    analyze = not prefilter or has_trigger(data)
+    analyze = not prefilter or has_trigger(data) or bool(opts.externals)
+    conv: Converted | None = None
     try:
-        text = decode(data)
+        if path.endswith(".ipynb"):
+            conv = convert_ipynb(data.decode("utf-8-sig"))
+            text = conv.text
+        else:
+            text = decode(data)
+            if is_databricks_source(text):
+                conv = convert_databricks(text)
+                text = conv.text
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are the checked code's business
             tree = ast.parse(text, filename=path)
@@ -117,7 +152,9 @@ def check_bytes(
             return FileResult([], False)
         lines = text.splitlines(keepends=True) or [""]
     except SyntaxError as exc:
-        return FileResult([_parse_error(path, exc.lineno or 1, exc.offset or 1, exc.msg)], True)
+        return FileResult([_parse_error(path, exc.lineno or 1, exc.offset or 1, exc.msg, conv)], True)
+    except NotebookError as exc:
+        return FileResult([_parse_error(path, 1, 1, str(exc)[:160])], True)
     except (UnicodeDecodeError, LookupError) as exc:
         return FileResult(
             [
@@ -130,34 +167,69 @@ def check_bytes(
     except (ValueError, RecursionError, MemoryError) as exc:
         return FileResult([_parse_error(path, 1, 1, f"{exc.__class__.__name__}: {str(exc)[:120]}")], True)
     try:
-        raw = ModuleAnalysis(tree, lines, keys, sequence).run()
+        analysis = ModuleAnalysis(
+            tree,
+            lines,
+            keys,
+            sequence,
+            key_patterns=opts.key_patterns,
+            externals=opts.externals,
+            origin=opts.origin,
+            root=opts.root,
+            runs=conv.runs if conv is not None else (),
+            notebook=conv is not None,
+        )
+        raw = analysis.run()
+        summary = analysis.summary() if opts.summarize else None
     except RecursionError:
         return FileResult([_parse_error(path, 1, 1, "the code is nested too deeply to analyze")], True)
     findings: list[Finding] = []
     seen: set[tuple[int, int, str]] = set()
-    for src, target, column, others, rows in raw:
+    for reach in raw:
+        src = reach.source
         key = (src.line, src.col, src.rule)
         if key in seen:
             continue
         seen.add(key)
         if _suppressed(lines, src):
             continue
-        severity = "error" if target in ("key", "sequence") else "warning"
         findings.append(
-            Finding(
-                path,
-                src.line,
-                src.col,
-                src.end_line,
-                src.end_col,
-                src.rule,
-                severity,
-                _message(src, target, column, others, rows),
-                target,
-                column,
+            _located(
+                Finding(
+                    path,
+                    src.line,
+                    src.col,
+                    src.end_line,
+                    src.end_col,
+                    src.rule,
+                    reach.severity,
+                    RULES[src.rule].message(reach),
+                    reach.target,
+                    reach.column,
+                ),
+                conv,
             )
         )
-    return FileResult(findings, True)
+    return FileResult(findings, True, summary, sorted(analysis.wants), dict(analysis.deps))
+
+
+def _located(f: Finding, conv: Converted | None) -> Finding:
+    """A finding of a notebook's Python text moved to where a user sees it (cell and line, file line)."""
+    if conv is None:
+        return f
+    cell, line, col, file_line = conv.locate(f.line, f.column)
+    end_cell, end_line, end_col, _ = conv.locate(f.end_line, f.end_column)
+    if end_cell != cell:
+        end_line, end_col = line, col + 1
+    return replace(
+        f,
+        line=line,
+        column=max(col, 1),
+        end_line=end_line,
+        end_column=max(end_col, 1),
+        cell=cell,
+        file_line=file_line if cell is not None else None,
+    )
 
 
 def _suppressed(lines: list[str], src: Src) -> bool:
@@ -169,10 +241,10 @@ def _suppressed(lines: list[str], src: Src) -> bool:
     return False
 
 
-def _parse_error(path: str, line: int, col: int, msg: str) -> Finding:
+def _parse_error(path: str, line: int, col: int, msg: str, conv: Converted | None = None) -> Finding:
     line = max(int(line), 1)
     col = max(int(col), 1)
-    return Finding(
+    finding = Finding(
         path,
         line,
         col,
@@ -185,6 +257,7 @@ def _parse_error(path: str, line: int, col: int, msg: str) -> Finding:
         None,
         None,
     )
+    return _located(finding, conv)
 
 
 def main_guard() -> None:

@@ -1,4 +1,4 @@
-"""``upsertsink lint`` / ``python -m lint``: the determinism linter's command line."""
+"""``upsertsink lint`` / ``python -m upsertsink.lint``: the determinism linter's command line."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
-
-from lint.config import ConfigError, resolve_settings, split_codes
-from lint.report import render
-from lint.rules import RULES
-from lint.runner import PathError, lint_paths
+from upsertsink.lint.config import ConfigError, resolve_settings, split_codes
+from upsertsink.lint.report import render
+from upsertsink.lint.rules import RULES
+from upsertsink.lint.runner import PathError, lint_paths
 
 
 class LintUsageError(click.ClickException):
@@ -127,5 +126,5 @@ def _progress_bar() -> Iterator[Callable[[int, int], None] | None]:
 
 
 def main() -> None:
-    """Entry point of ``python -m lint``."""
-    lint_command(prog_name="python -m lint")
+    """Entry point of ``python -m upsertsink.lint``."""
+    lint_command(prog_name="python -m upsertsink.lint")

@@ -6,9 +6,13 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lint.rules import RULES
+from upsertsink.lint.rules import RULES
 
-TABLE_KEYS = {"keys", "sequence", "select", "ignore", "exclude", "fail-on"}
+TABLE_KEYS = {"keys", "sequence", "select", "ignore", "exclude", "fail-on", "key-patterns"}
+# Column names taken as keys of a table the code writes when no other key is known for them (fnmatch
+# globs, case-insensitive): surrogate and hash keys. `*_id` is left out on purpose: run_id, batch_id and
+# job_id audit columns are often filled from a uuid or the clock and are not keys (docs/linter.md).
+DEFAULT_KEY_PATTERNS = ["id", "pk", "sk", "*_key", "*_pk", "*_sk"]
 
 
 class ConfigError(Exception):
@@ -25,6 +29,7 @@ class Settings:
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     fail_on: str = "error"
+    key_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_KEY_PATTERNS))
     force_exclude: bool = False
     root: Path = field(default_factory=Path.cwd)
     config_path: Path | None = None
@@ -131,6 +136,10 @@ def resolve_settings(
     if cfg_fail not in ("error", "warning"):
         raise ConfigError(f'{where}: fail-on must be "error" or "warning", not {cfg_fail!r}')
     settings.fail_on = fail_on or cfg_fail
+    if "key-patterns" in table:
+        settings.key_patterns = [
+            p.strip().lower() for p in _str_list(table, "key-patterns", cfg_path) if p.strip()
+        ]
     # like --select, a comma-separated list is accepted (Delta rejects commas in column names anyway)
     settings.keys.extend(p.strip() for k in keys for p in k.split(",") if p.strip())
     settings.sequence.extend(p.strip() for s in sequence for p in s.split(",") if p.strip())

@@ -7,9 +7,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from lint import __version__
-from lint.checker import Finding
-from lint.rules import ALL_RULES
+from upsertsink.lint import __version__
+from upsertsink.lint.checker import Finding
+from upsertsink.lint.rules import ALL_RULES
 
 INFORMATION_URI = "https://github.com/upsertsink/upsertsink/blob/main/docs/linter.md"
 RULES_URI = "https://github.com/upsertsink/upsertsink/blob/main/docs/rules.md"
@@ -17,8 +17,9 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def render_text(findings: list[Finding], files_checked: int) -> str:
-    """``path:line:col: CODE message`` per finding, then a summary line."""
-    lines = [f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message}" for f in findings]
+    """``path:line:col: CODE message`` per finding (``path:cell N:line:col:`` in a notebook, as ruff prints
+    it), then a summary line."""
+    lines = [f"{_where(f)}: {f.rule} {f.message}" for f in findings]
     errors = sum(1 for f in findings if f.severity == "error")
     warnings = len(findings) - errors
     noun = "file" if files_checked == 1 else "files"
@@ -31,6 +32,19 @@ def render_text(findings: list[Finding], files_checked: int) -> str:
     else:
         lines.append(f"All checks passed ({files_checked} {noun} checked).")
     return "\n".join(lines) + "\n"
+
+
+def _where(f: Finding) -> str:
+    if f.cell is not None:
+        return f"{f.path}:cell {f.cell}:{f.line}:{f.column}"
+    return f"{f.path}:{f.line}:{f.column}"
+
+
+def _in_cell(f: Finding) -> str:
+    """The message of a notebook finding starts with where it is in the notebook."""
+    if f.cell is None:
+        return f.message
+    return f"cell {f.cell}, line {f.line}, column {f.column}: {f.message}"
 
 
 def render_json(findings: list[Finding], files_checked: int) -> str:
@@ -84,27 +98,35 @@ def render_sarif(findings: list[Finding], files_checked: int, root: Path | None 
         basis = "\0".join([uri, f.rule, str(f.column_name), f.message.split(";")[0]])
         occurrence[basis] = occurrence.get(basis, 0) + 1
         fingerprint = hashlib.sha256(basis.encode()).hexdigest()[:32]
+        if f.cell is not None:
+            # a notebook: the region is the line of the .ipynb JSON text that holds the source line
+            region = {"startLine": f.file_line or 1}
+        else:
+            region = {
+                "startLine": f.line,
+                "startColumn": f.column,
+                "endLine": f.end_line,
+                "endColumn": f.end_column,
+            }
+        props = {"target": f.target, "column_name": f.column_name}
+        if f.cell is not None:
+            props.update({"cell": f.cell, "cell_line": f.line, "cell_column": f.column})
         results.append(
             {
                 "ruleId": f.rule,
                 "ruleIndex": index[f.rule],
                 "level": f.severity,
-                "message": {"text": f.message},
+                "message": {"text": _in_cell(f)},
                 "locations": [
                     {
                         "physicalLocation": {
                             "artifactLocation": {"uri": uri, "uriBaseId": "%SRCROOT%"},
-                            "region": {
-                                "startLine": f.line,
-                                "startColumn": f.column,
-                                "endLine": f.end_line,
-                                "endColumn": f.end_column,
-                            },
+                            "region": region,
                         }
                     }
                 ],
                 "partialFingerprints": {"upsertsinkFinding/v1": f"{fingerprint}:{occurrence[basis]}"},
-                "properties": {"target": f.target, "column_name": f.column_name},
+                "properties": props,
             }
         )
     doc = {
@@ -146,20 +168,26 @@ def render_github(findings: list[Finding], files_checked: int) -> str:
     out = []
     for f in findings:
         level = "error" if f.severity == "error" else "warning"
+        if f.cell is not None:  # a notebook: annotate the line of the .ipynb file, name the cell
+            where = [f"line={f.file_line or 1}", f"endLine={f.file_line or 1}"]
+        else:
+            where = [
+                f"line={f.line}",
+                f"col={f.column}",
+                f"endLine={f.end_line}",
+                f"endColumn={f.end_column}",
+            ]
         props = [
             f"file={escape_property(f.path)}",
-            f"line={f.line}",
-            f"col={f.column}",
-            f"endLine={f.end_line}",
-            f"endColumn={f.end_column}",
+            *where,
             f"title={escape_property(f'{f.rule} ' + _title(f))}",
         ]
-        out.append(f"::{level} {','.join(props)}::{escape_data(f.rule + ' ' + f.message)}")
+        out.append(f"::{level} {','.join(props)}::{escape_data(f.rule + ' ' + _in_cell(f))}")
     return "\n".join(out) + ("\n" if out else "")
 
 
 def _title(f: Finding) -> str:
-    from lint.rules import RULES
+    from upsertsink.lint.rules import RULES
 
     return RULES[f.rule].name
 

@@ -1,8 +1,14 @@
-"""File discovery, the content-hash cache and the parallel workers.
+"""File discovery, the content-hash cache, the parallel workers and the flow between files.
 
 Costs, cheapest first: a file whose content hash is in the cache costs one read and one hash; a file with
-``# upsertsink: noqa`` or none of the catalogue's trigger words costs one byte scan and is never parsed;
+``# upsertsink: noqa`` or none of the catalogue's trigger words costs one byte scan and is never analyzed;
 only the rest is parsed (stdlib ``ast``) and analyzed, spread over all cores.
+
+Between files: every analyzed file leaves a *summary* (what its functions return and write, its constants)
+and the list of names it looked up in other files (*wants*). A file whose wants resolve to files of the
+linted tree that define them is analyzed again with those summaries (at most a few rounds, until no summary
+changes); its cache entry records a hash of the summaries it used, so a changed helper re-checks its
+importers and nothing else.
 """
 
 from __future__ import annotations
@@ -20,10 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
-
-from lint import __version__
-from lint.checker import FileResult, Finding, check_bytes, main_guard
-from lint.config import Settings
+from upsertsink.lint import __version__
+from upsertsink.lint.checker import CheckOptions, FileResult, Finding, check_bytes, main_guard
+from upsertsink.lint.config import Settings
 
 DEFAULT_EXCLUDES = [
     ".git/",
@@ -93,7 +98,7 @@ def _rel(path: Path, base: Path) -> str | None:
 
 
 def discover(paths: list[Path], settings: Settings) -> list[Path]:
-    """Python files under ``paths``. Walked folders honour .gitignore files, the configured ``exclude``
+    """Python files and notebooks (``.py``, ``.pyi``, ``.ipynb``) under ``paths``. Walked folders honour .gitignore files, the configured ``exclude``
     globs and the default excludes; a file or folder named explicitly is always linted, even if excluded."""
     root = settings.root
     exclude = pathspec.GitIgnoreSpec.from_lines(settings.exclude) if settings.exclude else None
@@ -157,7 +162,7 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
 
             dirnames[:] = sorted(n for n in dirnames if not ignored(d / n, True))
             for name in sorted(filenames):
-                if not (name.endswith((".py", ".pyi"))):
+                if not (name.endswith((".py", ".pyi", ".ipynb"))):
                     continue
                 p = d / name
                 if ignored(p, False):
@@ -187,7 +192,8 @@ def _linter_fingerprint() -> str:
 
 
 class Cache:
-    """Content-hash cache: content digest -> findings (without path) for one linter build and settings."""
+    """Content-hash cache: content digest -> a file's result (findings by field name, summary, wants, .sql
+    dependencies, externals hash) for one linter build and settings."""
 
     MAX_ENTRIES = 100_000
     MAX_FILES = 4  # one file per linter build and settings: alternating --key runs keep their caches
@@ -196,7 +202,14 @@ class Cache:
         salt = hashlib.blake2b(digest_size=16)
         salt.update(_linter_fingerprint().encode())
         salt.update(
-            json.dumps([sorted(settings.keys), sorted(settings.sequence), sys.version_info[:2]]).encode()
+            json.dumps(
+                [
+                    sorted(settings.keys),
+                    sorted(settings.sequence),
+                    sorted(settings.key_patterns),
+                    sys.version_info[:2],
+                ]
+            ).encode()
         )
         self.salt = salt.hexdigest()
         self.path = folder / CACHE_DIR / f"lint-{self.salt[:20]}.json"
@@ -209,25 +222,39 @@ class Cache:
         except (OSError, ValueError):
             pass
 
-    def get(self, digest: str) -> list | None:
-        return self.entries.get(digest)
-
-    def put(self, digest: str, findings: list[Finding]) -> None:
-        self.entries[digest] = [
-            [
-                f.line,
-                f.column,
-                f.end_line,
-                f.end_column,
-                f.rule,
-                f.severity,
-                f.message,
-                f.target,
-                f.column_name,
-            ]
-            for f in findings
-        ]
+    def put(self, digest: str, result: FileResult, ext: str) -> None:
+        """Store a file's result under its content digest: findings by field name, its summary, the names
+        it wants from other files, the .sql files it read (with their digests) and the externals' hash."""
+        self.entries[digest] = {
+            "findings": [f.to_cache() for f in result.findings],
+            "parsed": result.parsed,
+            "summary": result.summary,
+            "wants": result.imports,
+            "deps": result.deps,
+            "ext": ext,
+        }
         self.dirty = True
+
+    def result(self, digest: str, path: str) -> tuple[FileResult, str] | None:
+        """The cached result of a file's content and the externals hash it was computed with, or None
+        (also for an entry of another shape, or when a .sql file it read has changed)."""
+        entry = self.entries.get(digest)
+        if not isinstance(entry, dict):
+            return None
+        try:
+            findings = [Finding.from_cache(path, row) for row in entry["findings"]]
+            deps = dict(entry["deps"])
+            for dep, dep_digest in deps.items():
+                try:
+                    data = Path(dep).read_bytes()
+                except OSError:
+                    return None
+                if hashlib.blake2b(data, digest_size=16).hexdigest() != dep_digest:
+                    return None
+            res = FileResult(findings, bool(entry["parsed"]), entry["summary"], list(entry["wants"]), deps)
+            return res, str(entry["ext"])
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def save(self) -> None:
         if not self.dirty:
@@ -254,16 +281,16 @@ class Cache:
 _WORK_DONE = [0]
 
 
-def _work(item: tuple[str, bytes, list[str], list[str]]) -> FileResult:
-    path, data, keys, sequence = item
+def _work(item: tuple[str, bytes, CheckOptions, bool]) -> FileResult:
+    path, data, options, prefilter = item
     main_guard()
     _WORK_DONE[0] += 1
     if _WORK_DONE[0] % 256 == 0:
         gc.collect()  # the collector is paused during runs; sweep the rare cycles (tracebacks) now and then
     try:
-        return check_bytes(path, data, keys, sequence)
+        return check_bytes(path, data, [], [], prefilter=prefilter, options=options)
     except Exception as exc:  # noqa: BLE001 - one file must never take the run down
-        from lint.checker import _parse_error
+        from upsertsink.lint.checker import _parse_error
 
         return FileResult([_parse_error(path, 1, 1, f"internal error {exc.__class__.__name__}: {exc}")], True)
 
@@ -274,6 +301,38 @@ def _serial(items: list, progress: Callable[[int, int], None]) -> list[FileResul
         out.append(_work(item))
         progress(len(out), len(items))
     return out
+
+
+def _run_items(
+    items: list, jobs: int | None, progress: Callable[[int, int], None], stats: Stats
+) -> list[FileResult | None]:
+    """Analyze items in a process pool when there is enough work, else in this process."""
+    total = sum(len(item[1]) for item in items)
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    if not (workers > 1 and len(items) >= _PARALLEL_MIN_FILES and total >= _PARALLEL_MIN_BYTES):
+        return _serial(items, progress)
+    order = sorted(range(len(items)), key=lambda i: -len(items[i][1]))
+    outputs: list[FileResult | None] = [None] * len(items)
+    import multiprocessing
+
+    try:  # import the SQL parser once here, so that forked workers inherit it instead of each importing it
+        import sqlglot  # noqa: F401
+        from sqlglot.dialects.spark import Spark  # noqa: F401
+    except ImportError:
+        pass
+
+    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            for done, (i, res) in enumerate(
+                zip(order, pool.map(_work, [items[i] for i in order], chunksize=2), strict=True), 1
+            ):
+                outputs[i] = res
+                progress(done, len(items))
+        stats.workers = workers
+    except (OSError, BrokenProcessPool):  # no process support here (sandbox, no /dev/shm): one process
+        outputs = _serial(items, progress)
+    return outputs
 
 
 def lint_paths(
@@ -300,6 +359,122 @@ def _no_progress(done: int, total: int) -> None:
     return None
 
 
+@dataclass
+class _File:
+    path: Path
+    shown: str
+    real: Path
+    data: bytes
+    digest: str
+    result: FileResult | None = None
+    ext: str = ""
+    summarize: bool = False  # other files use it: compute its summary whenever it is analyzed
+
+
+_MAX_ROUNDS = 4
+_NO_EXTERNALS = hashlib.blake2b(b"{}", digest_size=16).hexdigest()
+
+
+class _Tree:
+    """The linted files by real path, for resolving imports, ``%run`` and star imports between them."""
+
+    def __init__(self, files: list[_File]) -> None:
+        self.by_real = {f.real: f for f in files}
+        self._resolved: dict[tuple[Path, str], _File | None] = {}
+        self.names: set[str] = set()
+        for f in files:
+            self.names.update(f.real.parts)
+            self.names.add(f.real.stem)
+
+    def resolve(self, importer: _File, spec: str) -> _File | None:
+        """The linted file an import spec (``helpers``, ``..util``, ``%run:./setup``) names, if any."""
+        key = (importer.real, spec)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(importer, spec)
+        return self._resolved[key]
+
+    def _resolve(self, importer: _File, spec: str) -> _File | None:
+        if spec.startswith("%run:"):
+            target = spec[5:].strip()
+            candidates = []
+            if not target.startswith("/"):
+                candidates.append(importer.real.parent / target)
+            for c in candidates:
+                for suffix in ("", ".py", ".ipynb"):
+                    found = self.by_real.get(Path(os.path.normpath(str(c) + suffix)))
+                    if found is not None:
+                        return found
+            # a workspace path (/Repos/team/project/setup): match the linted file with the same last parts
+            tail = tuple(p for p in Path(target).parts if p not in ("/", ".", ".."))[-2:]
+            for real, f in self.by_real.items():
+                stemmed = (*real.parent.parts, real.stem)
+                if tail and stemmed[-len(tail) :] == tail:
+                    return f
+            return None
+        level = len(spec) - len(spec.lstrip("."))
+        mod = spec[level:]
+        parts = mod.split(".") if mod else []
+        if parts and parts[0] not in self.names:
+            return None
+        if level:
+            base = importer.real.parent
+            for _ in range(level - 1):
+                base = base.parent
+            folders = [base]
+        else:
+            folders = [importer.real.parent, *importer.real.parent.parents]
+        for folder in folders:
+            p = folder.joinpath(*parts)
+            for cand in (Path(str(p) + ".py"), p / "__init__.py", Path(str(p) + ".ipynb")):
+                found = self.by_real.get(cand)
+                if found is not None and found is not importer:
+                    return found
+        return None
+
+    def targets(self, f: _File) -> list[_File]:
+        """The linted files ``f`` looked up names in."""
+        specs = {want.rpartition(".")[0] for want in (f.result.imports if f.result is not None else ())}
+        return [t for t in (self.resolve(f, spec) for spec in specs if spec) if t is not None]
+
+    def externals(self, f: _File) -> dict[str, dict]:
+        """Summaries of the linted files that define names ``f`` looked up: import spec -> summary."""
+        out: dict[str, dict] = {}
+        if f.result is None:
+            return out
+        for want in f.result.imports:
+            spec, _, name = want.rpartition(".")
+            if not spec or spec in out:
+                continue
+            target = self.resolve(f, spec)
+            if target is None or target.result is None or not target.result.summary:
+                continue
+            summary = target.result.summary
+            if name in summary.get("funcs", {}) or name in summary.get("values", {}):
+                out[spec] = {**summary, "path": target.shown}
+        return out
+
+
+def _options(settings: Settings, f: _File, externals: dict[str, dict] | None = None) -> CheckOptions:
+    f.summarize = f.summarize or (f.result is not None and f.result.summary is not None)
+    return CheckOptions(
+        summarize=f.summarize,
+        keys=list(settings.keys),
+        sequence=list(settings.sequence),
+        key_patterns=list(settings.key_patterns),
+        origin=str(f.real),
+        root=str(settings.root),
+        externals=externals or {},
+    )
+
+
+def _ext_hash(externals: dict[str, dict]) -> str:
+    if not externals:
+        return _NO_EXTERNALS
+    return hashlib.blake2b(
+        json.dumps(externals, sort_keys=True, default=str).encode(), digest_size=16
+    ).hexdigest()
+
+
 def _lint_paths(
     paths: list[Path],
     settings: Settings,
@@ -311,63 +486,101 @@ def _lint_paths(
     result = RunResult()
     result.stats.files_checked = len(files)
     cache = Cache(settings.root, settings) if use_cache else None
-    todo: list[tuple[str, bytes, str]] = []
     per_file: dict[str, list[Finding]] = {}
+    tree_files: list[_File] = []
+    todo: list[_File] = []
     for f in files:
         shown = display_path(f)
         try:
             data = f.read_bytes()
         except OSError as exc:
-            from lint.checker import _parse_error
+            from upsertsink.lint.checker import _parse_error
 
             per_file[shown] = [_parse_error(shown, 1, 1, f"cannot read the file: {exc.strerror}")]
             continue
         digest = hashlib.blake2b(data, digest_size=20).hexdigest() if cache is not None else ""
-        cached = cache.get(digest) if cache is not None else None
+        item = _File(f, shown, f.resolve(), data, digest)
+        tree_files.append(item)
+        cached = cache.result(digest, shown) if cache is not None else None
         if cached is not None:
             result.stats.cache_hits += 1
-            per_file[shown] = [Finding(shown, *row) for row in cached]
+            item.result, item.ext = cached
             continue
-        todo.append((shown, data, digest))
-    items = [(shown, data, settings.keys, settings.sequence) for shown, data, _ in todo]
-    total = sum(len(d) for _, d, _ in todo)
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    if workers > 1 and len(items) >= _PARALLEL_MIN_FILES and total >= _PARALLEL_MIN_BYTES:
-        order = sorted(range(len(items)), key=lambda i: -len(items[i][1]))
-        outputs: list[FileResult | None] = [None] * len(items)
-        import multiprocessing
-
-        try:  # import the SQL parser once here, so that forked workers inherit it instead of each importing it
-            import sqlglot  # noqa: F401
-            from sqlglot.dialects.spark import Spark  # noqa: F401
-        except ImportError:
-            pass
-
-        ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-        try:
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                for done, (i, res) in enumerate(
-                    zip(order, pool.map(_work, [items[i] for i in order], chunksize=2), strict=True), 1
-                ):
-                    outputs[i] = res
-                    progress(done, len(items))
-            result.stats.workers = workers
-        except (OSError, BrokenProcessPool):  # no process support here (sandbox, no /dev/shm): one process
-            outputs = _serial(items, progress)
-    else:
-        outputs = _serial(items, progress)
-    for (shown, _data, digest), res in zip(todo, outputs, strict=True):
+        todo.append(item)
+    # round 0: every file on its own
+    analyzed = _analyze(todo, settings, {}, jobs, progress, result.stats, prefilter=True)
+    tree = _Tree(tree_files)
+    # later rounds: files that use definitions of other linted files, with those files' summaries
+    # a file the pre-filter skipped may still use another file's values: read it when it imports one by name
+    stems = {f.real.stem.encode() for f in tree_files if f.real.stem != "__init__"}
+    for f in tree_files:
+        skipped = f.result is not None and not f.result.parsed
+        if skipped and (b"import" in f.data or b"%run" in f.data) and any(s in f.data for s in stems):
+            f.result = _work((f.shown, f.data, _options(settings, f), False))
+            analyzed.add(id(f))
+    for _ in range(_MAX_ROUNDS):
+        # modules other files use: compute their summaries (also when the pre-filter skipped them)
+        unread = {
+            id(t): t
+            for f in tree_files
+            if f.result is not None
+            for t in tree.targets(f)
+            if t.result is not None and t.result.summary is None
+        }
+        if unread:
+            targets = list(unread.values())
+            for t in targets:
+                t.summarize = True
+            items = [(t.shown, t.data, _options(settings, t), False) for t in targets]
+            for t, res in zip(targets, _run_items(items, jobs, _no_progress, result.stats), strict=True):
+                t.result, t.ext = res, _NO_EXTERNALS
+                analyzed.add(id(t))
+        again: list[tuple[_File, dict[str, dict]]] = []
+        for f in tree_files:
+            if f.result is None:
+                continue
+            externals = tree.externals(f)
+            if _ext_hash(externals) != (f.ext or _NO_EXTERNALS):
+                again.append((f, externals))
+        if not again:
+            break
+        items = [(f.shown, f.data, _options(settings, f, externals), False) for f, externals in again]
+        for (f, externals), res in zip(
+            again, _run_items(items, jobs, _no_progress, result.stats), strict=True
+        ):
+            f.result, f.ext = res, _ext_hash(externals)
+            analyzed.add(id(f))
+    for f in tree_files:
+        res = f.result
         assert res is not None
-        if res.parsed:
-            result.stats.parsed += 1
-        else:
-            result.stats.prefiltered += 1
-        per_file[shown] = res.findings
-        if cache is not None:
-            cache.put(digest, res.findings)
+        if id(f) in analyzed:
+            if res.parsed:
+                result.stats.parsed += 1
+            else:
+                result.stats.prefiltered += 1
+            if cache is not None:
+                cache.put(f.digest, res, f.ext or _NO_EXTERNALS)
+        per_file[f.shown] = res.findings
     if cache is not None:
         cache.save()
     findings = [f for fs in per_file.values() for f in fs if settings.enabled(f.rule)]
     findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
     result.findings = findings
     return result
+
+
+def _analyze(
+    todo: list[_File],
+    settings: Settings,
+    externals: dict[str, dict],
+    jobs: int | None,
+    progress: Callable[[int, int], None],
+    stats: Stats,
+    prefilter: bool,
+) -> set[int]:
+    items = [(f.shown, f.data, _options(settings, f, externals), prefilter) for f in todo]
+    outputs = _run_items(items, jobs, progress, stats)
+    for f, res in zip(todo, outputs, strict=True):
+        assert res is not None
+        f.result, f.ext = res, _NO_EXTERNALS
+    return {id(f) for f in todo}

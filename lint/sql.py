@@ -4,7 +4,7 @@ Given a SQL string (an expression for ``F.expr``/``selectExpr``/filters/merge ma
 ``spark.sql``), report: the nondeterministic functions in it with their character offsets, the columns it
 reads, the output columns it produces, the conditions that decide which rows are written, and the key
 columns of MERGE conditions. Positions are character offsets into the text; the caller maps them back to
-the file through :class:`lint.strings.PosText`.
+the file through :class:`upsertsink.lint.strings.PosText`.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from lint.sources import (
+from upsertsink.lint.catalogue import (
     ORDER_INSENSITIVE_ARGS_OF,
     SPARK_FUNCTIONS,
     SPARK_NO_ARG_ONLY,
     SPARK_ORDERED_OK,
     SPARK_RANKING,
+    SQL_CLAUSES,
+    WINDOW_TIES_CODE,
 )
 
 
@@ -54,6 +56,10 @@ class SqlResult:
     rows: list[tuple[str, SqlPart]] = field(default_factory=list)  # (kind, part): where/limit/sample/on
     merge_keys: list[str] = field(default_factory=list)
     writes: list[tuple[str, SqlPart]] = field(default_factory=list)
+    # (column, table, "primary key" | "identity column") declared by CREATE TABLE
+    ddl_keys: list[tuple[str, str, str]] = field(default_factory=list)
+    tables_written: list[str] = field(default_factory=list)  # INSERT INTO / MERGE INTO / CREATE ... AS
+    sequence_cols: list[str] = field(default_factory=list)  # WHEN MATCHED AND s.v > t.v: newer-wins columns
 
 
 _FUNC_BY_CLASS = {
@@ -61,7 +67,10 @@ _FUNC_BY_CLASS = {
     "CurrentDate": "current_date",
     "CurrentTime": "current_time",
     "CurrentDatetime": "current_timestamp",
+    "Localtimestamp": "localtimestamp",
     "Rand": "rand",
+    "Randstr": "randstr",
+    "Uniform": "uniform",
     "Randn": "randn",
     "Uuid": "uuid",
     "Shuffle": "shuffle",
@@ -195,7 +204,9 @@ def _part(node, pos: _Positions) -> SqlPart:
                     _cols((window.args.get("order") or exp.Order()).expressions),
                 )
                 start, end = pos.locate(sub, name)
-                rule = SPARK_FUNCTIONS.get(name, "ND006") if name not in SPARK_RANKING else "ND006"
+                rule = (
+                    WINDOW_TIES_CODE if name in SPARK_RANKING else SPARK_FUNCTIONS.get(name, WINDOW_TIES_CODE)
+                )
                 part.sites.append(SqlSite(rule, name, start, end, spec))
                 continue
             if name in SPARK_RANKING:
@@ -232,17 +243,48 @@ def _output_name(node) -> str:
 
 
 def _eq_columns(cond) -> list[str]:
+    """Columns compared with ``=`` to another column; ``s.rn = 1`` (a literal) is a filter, not a key."""
     exp = _exp()
     out: list[str] = []
     if cond is None:
         return out
     for eq in cond.find_all(exp.EQ):
+        if not (isinstance(eq.left, exp.Column) and isinstance(eq.right, exp.Column)):
+            continue
         for side in (eq.left, eq.right):
-            if isinstance(side, exp.Column):
-                name = column_name(side)
-                if name not in out:
-                    out.append(name)
+            name = column_name(side)
+            if name not in out:
+                out.append(name)
     return out
+
+
+def _table_name(node) -> str | None:
+    exp = _exp()
+    table = node if isinstance(node, exp.Table) else node.find(exp.Table) if node is not None else None
+    if table is None:
+        return None
+    return ".".join(p for p in (table.args.get("db") and table.db, table.name) if p) or None
+
+
+def _ddl(create, result: SqlResult) -> None:
+    """Key columns a CREATE TABLE declares: PRIMARY KEY (inline or as a constraint) and identity columns."""
+    exp = _exp()
+    schema = create.this
+    table = _table_name(schema) or "?"
+    if not isinstance(schema, exp.Schema):
+        return
+    for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef):
+            for c in item.args.get("constraints") or []:
+                kind = type(c.args.get("kind")).__name__
+                if kind == "PrimaryKeyColumnConstraint":
+                    result.ddl_keys.append((item.name, table, "primary key"))
+                elif kind == "GeneratedAsIdentityColumnConstraint":
+                    result.ddl_keys.append((item.name, table, "identity column"))
+        for pk in [item] if isinstance(item, exp.PrimaryKey) else item.find_all(exp.PrimaryKey):
+            for ident in pk.expressions:
+                name = ident.name if hasattr(ident, "name") else str(ident)
+                result.ddl_keys.append((name, table, "primary key"))
 
 
 def _select(sel, pos: _Positions, result: SqlResult) -> None:
@@ -258,11 +300,13 @@ def _select(sel, pos: _Positions, result: SqlResult) -> None:
     limit = sel.args.get("limit")
     if limit is not None and sel.args.get("order") is None:
         start, end = pos.locate(limit, "limit")
-        result.rows.append(("limit", SqlPart(sites=[SqlSite("ND008", "LIMIT", start, end)])))
+        result.rows.append(("limit", SqlPart(sites=[SqlSite(SQL_CLAUSES["limit"], "LIMIT", start, end)])))
     for sample in sel.find_all(exp.TableSample):
         if sample.args.get("seed") is None:
             start, end = pos.locate(sample, "tablesample")
-            result.rows.append(("sample", SqlPart(sites=[SqlSite("ND009", "TABLESAMPLE", start, end)])))
+            result.rows.append(
+                ("sample", SqlPart(sites=[SqlSite(SQL_CLAUSES["tablesample"], "TABLESAMPLE", start, end)]))
+            )
 
 
 def _merge(merge, pos: _Positions, result: SqlResult) -> None:
@@ -276,7 +320,12 @@ def _merge(merge, pos: _Positions, result: SqlResult) -> None:
     for when in whens.expressions if whens is not None else []:
         then = when.args.get("then")
         if when.args.get("condition") is not None:
-            result.rows.append(("merge", _part(when.args["condition"], pos)))
+            # WHEN MATCHED AND ... THEN UPDATE decides values of existing keys; other clauses decide keys
+            kind = "update" if isinstance(then, exp.Update) else "merge"
+            result.rows.append((kind, _part(when.args["condition"], pos)))
+            result.sequence_cols.extend(
+                c for c in _newer_columns(when.args["condition"]) if c not in result.sequence_cols
+            )
         if isinstance(then, exp.Update):
             for eq in then.expressions:
                 if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column):
@@ -298,13 +347,29 @@ def analyze_statements(text: str) -> SqlResult:
     try:
         trees = [t for t in sqlglot.parse(text, read="spark") if t is not None]
     except Exception:  # noqa: BLE001 - unparseable or templated SQL: nothing can be said
-        return SqlResult(ok=False)
+        try:  # Databricks DDL (GENERATED ... AS IDENTITY, constraints) parses with its own dialect
+            trees = [t for t in sqlglot.parse(text, read="databricks") if t is not None]
+        except Exception:  # noqa: BLE001
+            return SqlResult(ok=False)
     pos = _Positions(text)
     result = SqlResult(ok=True)
     for tree in trees:
         if isinstance(tree, exp.Merge):
+            name = _table_name(tree.this)
+            if name:
+                result.tables_written.append(name)
             _merge(tree, pos, result)
             continue
+        if isinstance(tree, exp.Create):
+            _ddl(tree, result)
+            if tree.expression is not None:
+                name = _table_name(tree.this)
+                if name:
+                    result.tables_written.append(name)
+        if isinstance(tree, exp.Insert):
+            name = _table_name(tree.this)
+            if name:
+                result.tables_written.append(name)
         # the outermost SELECTs produce the output columns; inner ones only decide rows / feed columns
         top = tree.find(exp.Select)
         for sel in tree.find_all(exp.Select):
@@ -337,6 +402,36 @@ def analyze_expression(text: str) -> tuple[bool, str | None, SqlPart]:
     if alias is None and isinstance(tree, exp.Column):
         alias = column_name(tree)
     return True, alias, _part(tree, pos)
+
+
+def _newer_columns(cond) -> list[str]:
+    """Columns a merge clause compares with themselves by order (``s.updated_at > t.updated_at``): the
+    newer-wins check of a sequence column."""
+    exp = _exp()
+    out: list[str] = []
+    for cmp in cond.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE):
+        left, right = cmp.left, cmp.right
+        if (
+            isinstance(left, exp.Column)
+            and isinstance(right, exp.Column)
+            and column_name(left).lower() == column_name(right).lower()
+            and left.table != right.table
+            and column_name(left) not in out
+        ):
+            out.append(column_name(left))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def condition_sequences(text: str) -> list[str]:
+    """Newer-wins columns of a merge clause condition (``s.v > t.v`` -> [v])."""
+    import sqlglot
+
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except Exception:  # noqa: BLE001
+        return []
+    return _newer_columns(tree) if tree is not None else []
 
 
 @lru_cache(maxsize=4096)

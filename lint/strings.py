@@ -37,6 +37,19 @@ class PosText:
     positions: list[Pos]
     holes: dict[str, ast.AST] = field(default_factory=dict)
     last_line: int = 0  # the line the literal ends on (where a trailing noqa comment sits)
+    # per character, where it really comes from when that is not the file itself ("merge.sql:3"); or None
+    origins: list[str | None] | None = None
+
+    def origin_of(self, index: int) -> str:
+        """Where the character at ``index`` comes from when it is not this file (``""`` otherwise)."""
+        if not self.origins or not 0 <= index < len(self.origins):
+            return ""
+        return self.origins[index] or ""
+
+    @classmethod
+    def at(cls, text: str, pos: Pos, origins: list[str | None] | None = None) -> PosText:
+        """Text that is not written in this file (read from a .sql file, imported), placed at ``pos``."""
+        return cls(text, [pos] * len(text), origins=origins)
 
     def span(self, start: int, end: int) -> tuple[int, int, int, int]:
         """File span (line, col, end_line, end_col; end exclusive) of text[start:end]."""
@@ -50,8 +63,24 @@ class PosText:
         return (line, col, eline, ecol + 1)
 
     def __add__(self, other: PosText) -> PosText:
+        origins = None
+        if self.origins is not None or other.origins is not None:
+            origins = (self.origins or [None] * len(self.text)) + (other.origins or [None] * len(other.text))
         return PosText(
-            self.text + other.text, self.positions + other.positions, {**self.holes, **other.holes}
+            self.text + other.text,
+            self.positions + other.positions,
+            {**self.holes, **other.holes},
+            max(self.last_line, other.last_line),
+            origins,
+        )
+
+    def __getitem__(self, sl: slice) -> PosText:
+        return PosText(
+            self.text[sl],
+            self.positions[sl],
+            self.holes,
+            self.last_line,
+            self.origins[sl] if self.origins is not None else None,
         )
 
     def strip(self) -> PosText:
@@ -59,7 +88,13 @@ class PosText:
         text = self.text
         left = len(text) - len(text.lstrip())
         right = len(text.rstrip())
-        return PosText(text[left:right], self.positions[left:right], self.holes, self.last_line)
+        return PosText(
+            text[left:right],
+            self.positions[left:right],
+            self.holes,
+            self.last_line,
+            self.origins[left:right] if self.origins is not None else None,
+        )
 
     def dedent(self) -> PosText:
         """``textwrap.dedent()`` keeping positions (common leading whitespace of non-blank lines removed)."""

@@ -13,7 +13,7 @@ _COMMANDS = {
     "status": "upsertsink.cli_write:status",
     "diff": "upsertsink.cli_diff:diff_command",
     "replay-check": "upsertsink.cli_diff:replay_check_command",
-    "lint": "lint.cli:lint_command",
+    "lint": "upsertsink.lint.cli:lint_command",
 }
 
 

@@ -12,7 +12,6 @@ runs on. ``tests/test_predicate.py`` checks the two agree on every construct of 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
 import sqlglot
 from sqlglot import exp
@@ -30,22 +29,6 @@ PORTABLE_TEXT = (
     "comparisons (=, <>, <, <=, >, >=, <=>), AND/OR/NOT, +, -, *, IN (...), BETWEEN, LIKE, IS [NOT] NULL, "
     "lower, upper, trim, coalesce, substring, length, abs"
 )
-
-
-@cache
-def _nondeterministic_functions() -> frozenset[str]:
-    """Lower-case SQL function names whose value differs between runs (from the linter's catalogue)."""
-    from lint.sources import SPARK_FUNCTIONS
-
-    return frozenset(name for name, code in SPARK_FUNCTIONS.items() if code in ("ND001", "ND002", "ND003", "ND004"))
-
-
-def _function_name(node: exp.Expression) -> str | None:
-    if isinstance(node, exp.Anonymous):
-        return str(node.name).lower()
-    if isinstance(node, exp.Func):
-        return node.sql_name().lower()
-    return None
 
 
 @dataclass(frozen=True)
@@ -86,14 +69,16 @@ def parse(text: object, option: str = "delete_when") -> Predicate:
         raise InvalidInputError(f"{option} is not a valid SQL predicate: {text!r} ({err})") from None
     if tree is None or isinstance(tree, (exp.Select, exp.Command, exp.Query)) or tree.find(exp.Subquery, exp.Select):
         raise InvalidInputError(f"{option} must be a predicate over the batch's columns: {text!r}")
+    from upsertsink.lint.catalogue import nondeterministic_sql_calls
+
+    changing = nondeterministic_sql_calls(text)  # the linter's catalogue, the same one its rules use
+    if changing:
+        raise InvalidInputError(
+            f"{option} {text!r} calls {changing[0]}(), which gives a different value on every run: a replayed "
+            "batch would delete different rows. Decide deletes from the batch's own columns."
+        )
     bad = []
     for node in tree.walk():
-        name = _function_name(node)
-        if name is not None and name in _nondeterministic_functions():
-            raise InvalidInputError(
-                f"{option} {text!r} calls {name}(), which gives a different value on every run: a replayed "
-                "batch would delete different rows. Decide deletes from the batch's own columns."
-            )
         literal_list = all(isinstance(v, (exp.Literal, exp.Boolean, exp.Null, exp.Neg)) for v in node.expressions)
         if isinstance(node, exp.In) and (node.args.get("query") or not literal_list) or not isinstance(node, PORTABLE) and not isinstance(node, exp.DataType):
             bad.append(node)

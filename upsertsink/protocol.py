@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -54,6 +54,7 @@ class WriteResult:
     rows: int = 0  # rows merged after duplicate resolution
     stale: int = 0  # rows older than a remembered delete: applied as that delete instead
     replay_check: str | None = None
+    attempts: int = 1  # commit attempts this write took (more than one when concurrent writers won races)
 
 
 @dataclass(frozen=True)
@@ -96,11 +97,13 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
             )
             last = snapshot.last_batch(request.app_id)
             if request.batch_id is not None and last is not None and request.batch_id <= last:
-                return _replay(engine, request, settings, snapshot, target, casts, prepared)
-            if prepared is None or prepared.casts != tuple(casts):
-                prepared = engine.prepare(request, target, casts)
-                faults.point("prepared")
-            return _attempt(engine, request, settings, snapshot, target, new_columns, prepared)
+                result = _replay(engine, request, settings, snapshot, target, casts, prepared)
+            else:
+                if prepared is None or prepared.casts != tuple(casts):
+                    prepared = engine.prepare(request, target, casts)
+                    faults.point("prepared")
+                result = _attempt(engine, request, settings, snapshot, target, new_columns, prepared)
+            return replace(result, attempts=attempt + 1)
         except RetryableConflict as err:
             if attempt == settings.max_retries:
                 raise ConcurrentWriteError(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from lint.rules.base import Invalid, Rule, Valid
-from lint.rules.clock import WALL_CLOCK
-from lint.rules.ids import PARTITION_IDS, UUIDS
-from lint.rules.ordering import DEDUP_SUBSET, LIMIT, ORDER_DEPENDENT, SAMPLE, WINDOW_TIES
-from lint.rules.randomness import RANDOM
-from lint.rules.syntax import PARSE_ERROR
-from lint.rules.udf import UDF
+from upsertsink.lint.rules.base import Invalid, Rule, Valid
+from upsertsink.lint.rules.clock import WALL_CLOCK
+from upsertsink.lint.rules.ids import PARTITION_IDS, UUIDS
+from upsertsink.lint.rules.ordering import DEDUP_SUBSET, LIMIT, ORDER_DEPENDENT, SAMPLE, WINDOW_TIES
+from upsertsink.lint.rules.randomness import RANDOM
+from upsertsink.lint.rules.syntax import PARSE_ERROR
+from upsertsink.lint.rules.udf import UDF
 
 ALL_RULES: tuple[Rule, ...] = (
     PARSE_ERROR,

@@ -1,14 +1,50 @@
-"""The rule class: one small object per source family carrying its code, documentation and examples.
+"""The rule class: one small object per source family carrying its code, catalogue, detector hooks,
+messages, documentation and examples.
 
-Like Fixit's rules, every rule lists VALID and INVALID code examples. They are the rule's tests
-(tests/lint/test_rule_examples.py runs each through the real analyzer) and its documentation
-(``--explain`` and docs/rules.md print them).
+Like Fixit's rules, every rule lists VALID and INVALID code examples next to its detector. They are the
+rule's tests (tests/lint/test_lint_rules.py runs each through the real analyzer) and its documentation
+(``--explain`` and docs/rules.md print them). Like ruff's one-file rules, a rule module holds everything
+about its rule: what it finds (its ``catalogue`` entries), how (its ``method_hooks``, detectors the shared
+data flow in ``analysis.py`` calls for every matching method call; catalogue-only rules are evaluated by the
+flow itself), what it says (``verb``, ``fix`` and :meth:`Rule.message`), and why. The shared flow (scopes,
+bindings, taint to columns, SQL) names no rule code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """What a rule recognizes as a source. Python names are import-qualified; Spark names are bare function
+    names, the same in ``pyspark.sql.functions`` and in Spark SQL text (lower case)."""
+
+    python_calls: frozenset[str] = frozenset()  # always a source
+    python_calls_no_args: frozenset[str] = frozenset()  # a source only without arguments
+    python_calls_one_arg: frozenset[str] = frozenset()  # a source only with exactly one argument
+    python_now_strings: frozenset[str] = frozenset()  # a source when given "now"/"today"
+    python_modules: frozenset[str] = frozenset()  # every function of the module is a source...
+    python_module_neutral: frozenset[str] = frozenset()  # ...except these
+    python_module_seedable: frozenset[str] = frozenset()  # ...and these when given a seed
+    spark_functions: frozenset[str] = frozenset()  # value sources (also in SQL text)
+    spark_no_arg_only: frozenset[str] = frozenset()  # of those, sources only without an argument
+    window_functions: frozenset[str] = frozenset()  # results depend on the order among tied rows
+    ordered_ok: frozenset[str] = frozenset()  # deterministic over a window with a tie-free ordering
+    order_insensitive_args_of: frozenset[str] = frozenset()  # only their element order is arbitrary
+    order_fixing_functions: frozenset[str] = frozenset()  # make that element order irrelevant
+    udf_factories: frozenset[str] = frozenset()
+    sql_clauses: frozenset[str] = frozenset()
+    method_sources: frozenset[str] = (
+        frozenset()
+    )  # methods whose result is a source on any receiver  # SQL clauses that choose rows (``limit``, ``tablesample``)
+    trigger_words: frozenset[str] = frozenset()  # other words that must make the pre-filter analyze a file
+
+
+# A method hook: (analysis, call, scope) -> None; it records row effects or writes through the analysis.
+MethodHook = Callable[[Any, Any, Any], None]
 
 
 @dataclass(frozen=True)
@@ -46,8 +82,40 @@ class Rule:
     fix: dict[str, str]
     valid: tuple[Valid, ...] = field(default_factory=tuple)
     invalid: tuple[Invalid, ...] = field(default_factory=tuple)
+    catalogue: Catalogue = field(default_factory=Catalogue)
+    # DataFrame method name -> detector called for every ``x.method(...)`` call of the analyzed code
+    method_hooks: Mapping[str, MethodHook] = field(default_factory=dict)
 
     TARGETS: ClassVar[tuple[str, ...]] = ("key", "sequence", "column", "rows")
+
+    def message(self, reach: Any) -> str:
+        """The finding's message: what the source is, what it reaches, what that does to a replay, the fix.
+
+        ``reach`` is an :class:`upsertsink.lint.analysis.Reach` (source, target, column, others, rows)."""
+        src = reach.source
+        what = f"`{src.what}`" if not src.what.endswith(" in SQL") else f"`{src.what[:-7]}` in SQL text"
+        if src.via:
+            what = f"{what} inside {src.via}"
+        also = ""
+        if reach.others:
+            shown = ", ".join(f"`{o}`" for o in reach.others[:3])
+            also = f"; it also reaches {shown}{', ...' if len(reach.others) > 3 else ''}"
+        target, column = reach.target, reach.column
+        label = reach.key_label if target == "key" else _TARGET_TEXT[target]
+        if reach.rows:
+            if column == "*":
+                where = "it decides which rows are written (all columns)"
+            elif target == "sequence":
+                where = f"it decides which duplicate row survives (sequence column `{column}`)"
+            else:
+                where = f"it decides which rows are written ({label} `{column}`)"
+            consequence = _ROWS_CONSEQUENCE[target]
+            fix = self.advice("rows")
+        else:
+            where = f"it reaches {label} `{column}`"
+            consequence = _CONSEQUENCE[target]
+            fix = self.advice(target)
+        return f"{what} {self.verb}; {where}{also}: {consequence}. Fix: {fix}"
 
     def advice(self, target: str | None) -> str:
         """The fix advice for a finding that reaches ``target``."""
@@ -85,6 +153,24 @@ class Rule:
         return "\n".join(out).rstrip() + "\n"
 
 
+_TARGET_TEXT = {
+    "key": "merge key",
+    "sequence": "sequence column",
+    "column": "column",
+}
+_CONSEQUENCE = {
+    "key": "a replay computes different keys, so the upsert inserts new rows instead of overwriting the ones "
+    "the first run wrote (duplicates) and the rows of the first run are never replaced",
+    "sequence": "a replay computes a different sequence value, so the newer-wins check compares values that "
+    "no longer describe the data: stale rows can win and re-sent rows are not recognized as the same",
+    "column": "a replay writes different values into this column, so two runs of the same batch do not leave "
+    "the same table (legal, but replays are no longer byte-for-byte repeatable)",
+}
+_ROWS_CONSEQUENCE = {
+    "key": "a replay writes a different set of rows, and so of keys, than the first run",
+    "sequence": "a replay can keep a different row of each group, with a different sequence value",
+    "column": "a replay writes different rows than the first run",
+}
 _TARGET_LABEL = {
     "key": "reaching a merge key",
     "sequence": "reaching the sequence column",

@@ -1,6 +1,43 @@
 """ND001: the wall clock."""
 
-from lint.rules.base import Invalid, Rule, Valid
+from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+
+CATALOGUE = Catalogue(
+    python_calls=frozenset(
+        {
+            "datetime.datetime.now",
+            "datetime.datetime.utcnow",
+            "datetime.datetime.today",
+            "datetime.date.today",
+            "time.time",
+            "time.time_ns",
+            "time.monotonic",
+            "time.monotonic_ns",
+            "time.perf_counter",
+            "time.perf_counter_ns",
+            "time.process_time",
+            "pandas.Timestamp.now",
+            "pandas.Timestamp.utcnow",
+            "pandas.Timestamp.today",
+        }
+    ),
+    # time.localtime()/gmtime()/ctime()/asctime() and time.strftime(fmt) read the clock only without a time
+    python_calls_no_args=frozenset({"time.localtime", "time.gmtime", "time.ctime", "time.asctime"}),
+    python_calls_one_arg=frozenset({"time.strftime"}),
+    python_now_strings=frozenset({"pandas.Timestamp", "pandas.to_datetime", "numpy.datetime64"}),
+    spark_functions=frozenset(
+        {
+            "current_timestamp",
+            "current_date",
+            "curdate",
+            "current_time",
+            "now",
+            "localtimestamp",
+            "unix_timestamp",
+        }
+    ),
+    spark_no_arg_only=frozenset({"unix_timestamp"}),
+)
 
 WALL_CLOCK = Rule(
     code="ND001",
@@ -18,6 +55,7 @@ perf_counter`, `pandas.Timestamp.now`...) behave the same way once their value i
 step) are not reported.
 """,
     why="Each replay sees a different time.",
+    catalogue=CATALOGUE,
     fix={
         "key": "derive the key from source columns, e.g. `sha2(concat_ws('|', col_a, col_b), 256)`; never from "
         "the clock.",

@@ -1,6 +1,6 @@
 """ND003 (random UUIDs) and ND004 (partition- and position-dependent ids)."""
 
-from lint.rules.base import Invalid, Rule, Valid
+from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
 
 UUIDS = Rule(
     code="ND003",
@@ -12,6 +12,10 @@ UUIDS = Rule(
 Name-based UUIDs (`uuid.uuid5(namespace, name)` / `uuid3`) are deterministic and not reported.
 """,
     why="Each replay generates new ids.",
+    catalogue=Catalogue(
+        python_calls=frozenset({"uuid.uuid1", "uuid.uuid4", "uuid.uuid6", "uuid.uuid7"}),
+        spark_functions=frozenset({"uuid"}),
+    ),
     fix={
         "key": "derive the id from the row's business key: `uuid.uuid5(NAMESPACE, key)` in Python or "
         "`sha2(concat_ws('|', col_a, col_b), 256)` in Spark.",
@@ -55,6 +59,19 @@ the input is re-listed, files are compacted, or the cluster size changes. `input
 files are rewritten (compaction, OPTIMIZE).
 """,
     why="A replay that reads the same rows with a different layout numbers them differently.",
+    catalogue=Catalogue(
+        spark_functions=frozenset(
+            {
+                "monotonically_increasing_id",
+                "spark_partition_id",
+                "input_file_name",
+                "input_file_block_start",
+                "input_file_block_length",
+            }
+        ),
+        # RDD row numbering by position: rdd.zipWithIndex().map(...).toDF([..., "row_id"])
+        method_sources=frozenset({"zipWithIndex", "zipWithUniqueId"}),
+    ),
     fix={
         "key": "derive the key from source columns, e.g. `sha2(concat_ws('|', col_a, col_b), 256)`, not from "
         "the row's position.",

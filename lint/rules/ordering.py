@@ -1,6 +1,69 @@
-"""ND005-ND009: results that depend on the order or layout in which Spark happens to see the rows."""
+"""ND005-ND009: results that depend on the order or layout in which Spark happens to see the rows.
 
-from lint.rules.base import Invalid, Rule, Valid
+ND007-ND009 are found by method hooks (``dropDuplicates``, ``limit``, ``sample``...) defined here; ND005 and
+ND006 by their catalogue entries (aggregates, window functions), which the shared flow evaluates.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+
+
+def _dedup_hook(ana: Any, call: ast.Call, scope: Any) -> None:
+    """``dropDuplicates(subset)``: an arbitrary row of each group survives (pandas ``keep=`` is exact)."""
+    subset_node = call.args[0] if call.args else ana.kwarg(call, "subset")
+    if subset_node is None or ana.kwarg(call, "keep") is not None or ana.looked_only(call):
+        return
+    subset = ana.const_strings(subset_node, scope)
+    if subset is not None and ana.selects_only(call.func.value, scope, subset):
+        return  # every selected column is in the subset: only exact duplicates are removed
+    what = f"{call.func.attr}() with a subset"
+    own = ana.source("ND007", call, what=what, span=ana.method_span(call))
+    ana.add_row_effect("dedup", scope, own=own, subset=subset or [])
+
+
+def _limit_hook(ana: Any, call: ast.Call, scope: Any) -> None:
+    """``limit(n)`` without an ordering before it (``limit(0)`` selects nothing and is exact)."""
+    if not call.args or ana.looked_only(call):
+        return
+    first = call.args[0]
+    if type(first) is ast.Constant and first.value == 0:
+        return
+    ordered = ana.ordering(call.func.value, scope)
+    if ordered is not None:
+        order_call, order_scope = ordered
+        # orderBy(F.rand()).limit(n) is a random sample: the ordering's sources decide the rows
+        keys = ast.Tuple(elts=list(order_call.args), ctx=ast.Load())
+        if ana.taint(keys, order_scope):
+            ana.add_row_effect("limit", order_scope, expr=keys)
+        return
+    own = ana.source("ND008", call, what=f"{call.func.attr}() without orderBy", span=ana.method_span(call))
+    ana.add_row_effect("limit", scope, own=own)
+
+
+def _seeded_sample(ana: Any, call: ast.Call, method: str) -> bool:
+    if ana.kwarg(call, "seed", "random_state") is not None:
+        return True
+    args = call.args
+    if method == "sample":
+        first_is_bool = bool(args) and type(args[0]) is ast.Constant and isinstance(args[0].value, bool)
+        return len(args) >= (3 if first_is_bool else 2)
+    if method == "sampleBy":
+        return len(args) >= 3
+    return len(args) >= 2  # randomSplit(weights, seed)
+
+
+def _sample_hook(ana: Any, call: ast.Call, scope: Any) -> None:
+    """``sample``/``sampleBy``/``randomSplit`` without a seed."""
+    m = call.func.attr
+    if ana.looked_only(call) or _seeded_sample(ana, call, m):
+        return
+    own = ana.source("ND009", call, what=f"{m}() without a seed", span=ana.method_span(call))
+    ana.add_row_effect("sample", scope, own=own)
+
 
 ORDER_DEPENDENT = Rule(
     code="ND005",
@@ -17,6 +80,26 @@ wrapped in `sort_array`, `array_sort` or `size` (in Python or in SQL text), nor 
 other than `first`/`last`/`collect_*` (`agg({"v": "max"})`).
 """,
     why="A replay can pick a different row or order the elements differently.",
+    catalogue=Catalogue(
+        spark_functions=frozenset(
+            {
+                "first",
+                "last",
+                "first_value",
+                "last_value",
+                "any_value",
+                "collect_list",
+                "collect_set",
+                "array_agg",
+                "listagg",
+                "string_agg",
+                "mode",
+            }
+        ),
+        ordered_ok=frozenset({"first", "last", "first_value", "last_value", "collect_list", "array_agg"}),
+        order_insensitive_args_of=frozenset({"collect_list", "collect_set", "array_agg"}),
+        order_fixing_functions=frozenset({"sort_array", "array_sort", "size", "array_size", "cardinality"}),
+    ),
     fix={
         "key": "aggregate with an order-insensitive function (`min`, `max`, `sort_array(collect_set(...))`) or "
         "pick the row with `max_by(x, tie_free_ordering)`.",
@@ -74,9 +157,17 @@ A single ordering column that is neither a key nor the sequence column may tie, 
 `row_number()` numbers them arbitrarily: the classic "keep the latest row per key" deduplication then keeps
 a different row on replay. The window is followed through variables (`w = Window.partitionBy(...)...`);
 a window that comes from elsewhere (a parameter) is not reported. The same check applies to `OVER (...)`
-clauses in SQL text.
+clauses in SQL text. `rank()`, `dense_rank()`, `percent_rank()` and `cume_dist()` give tied rows equal
+values and are not reported. When the window is partitioned by exactly the written key set (or a superset),
+keeping `rn = 1` picks one row per key: the keys are right and only the row's values depend on the order,
+so the finding is a warning, not an error.
 """,
     why="Among tied rows the numbering is arbitrary.",
+    # rank(), dense_rank(), percent_rank() and cume_dist() give tied rows equal values: deterministic
+    catalogue=Catalogue(
+        window_functions=frozenset({"row_number", "ntile", "lag", "lead", "nth_value"}),
+        ordered_ok=frozenset({"nth_value"}),
+    ),
     fix={
         "key": "add a tie-breaker to the window ordering, e.g. `.orderBy(F.col('updated_at').desc(), "
         "F.col('event_id'))`.",
@@ -90,14 +181,14 @@ clauses in SQL text.
             "w = Window.partitionBy('id').orderBy(F.col('updated_at').desc())\n"
             "latest = (df.withColumn('rn', F.row_number().over(w))\n"
             "          .filter(F.col('rn') == 1).drop('rn'))\n"
-            "UpsertSink('/t', ['id']).write(latest)\n",
+            "UpsertSink('/t', ['id', 'day']).write(latest)\n",
             4,
             31,
             "key",
             "id",
         ),
         Invalid(
-            "out = spark.sql('SELECT *, rank() OVER (PARTITION BY k ORDER BY ts) AS r FROM t')\n",
+            "out = spark.sql('SELECT *, ntile(4) OVER (PARTITION BY k ORDER BY ts) AS r FROM t')\n",
             1,
             28,
             "column",
@@ -118,6 +209,12 @@ clauses in SQL text.
             keys=("id",),
             sequence=("version",),
         ),
+        Valid(
+            "from pyspark.sql import functions as F\nfrom pyspark.sql.window import Window\n"
+            "w = Window.partitionBy('customer').orderBy(F.col('amount').desc())\n"
+            "ranked = df.withColumn('rnk', F.dense_rank().over(w)).withColumn('r', F.rank().over(w))\n"
+            "out = spark.sql('SELECT *, rank() OVER (PARTITION BY k ORDER BY ts) AS r2 FROM t')\n",
+        ),
     ),
 )
 
@@ -129,12 +226,20 @@ DEDUP_SUBSET = Rule(
     "arbitrary.",
     description="""
 With a subset, Spark keeps one row per distinct subset value, and which one depends on the order rows reach
-the aggregation. The finding reaches the sequence column when one is known and not in the subset (the
-surviving row's sequence differs), otherwise a key outside the subset, otherwise all other columns.
-`dropDuplicates()` without a subset removes exact duplicates only and is deterministic. pandas'
-`drop_duplicates(..., keep=...)` is deterministic for a deterministic input order and is not reported.
+the aggregation. When the subset leaves out a key column, a replay can write a different set of keys: an
+error reaching that key. When the subset holds every key (deduplicating by exactly the written key set), the
+keys are right and only the surviving row's *values* are order-dependent: a warning (`column_name: "*"`).
+With no known keys, a sequence column outside the subset is reported as an error, else a warning.
+`dropDuplicates()` without a subset, and a subset that holds every selected column
+(`df.select("a", "b").dropDuplicates(["a", "b"])`), remove exact duplicates only and are deterministic.
+pandas' `drop_duplicates(..., keep=...)` is deterministic for a deterministic input order.
 """,
     why="A replay can keep a different row of each group.",
+    method_hooks={
+        "dropDuplicates": _dedup_hook,
+        "drop_duplicates": _dedup_hook,
+        "dropDuplicatesWithinWatermark": _dedup_hook,
+    },
     fix={
         "rows": "pick the surviving row explicitly: `row_number()` over `partitionBy(keys).orderBy(sequence "
         "desc, tie_breaker)` and keep `rn = 1` (or let UpsertSink's sequence_by resolve duplicates).",
@@ -143,17 +248,31 @@ surviving row's sequence differs), otherwise a key outside the subset, otherwise
     invalid=(
         Invalid(
             "from upsertsink import UpsertSink\n"
+            "clean = df.dropDuplicates(['order_id'])\n"
+            "UpsertSink('/t', keys=['order_id', 'line_no'], sequence_by='version').write(clean)\n",
+            2,
+            12,
+            "key",
+            "line_no",
+        ),
+        Invalid(
+            "from upsertsink import UpsertSink\n"
             "clean = df.dropDuplicates(['id'])\n"
             "UpsertSink('/t', keys=['id'], sequence_by='version').write(clean)\n",
             2,
             12,
-            "sequence",
-            "version",
+            "column",
+            "*",
         ),
         Invalid("clean = pdf.drop_duplicates(subset=['id', 'day'])\n", 1, 13, "column", "*"),
     ),
     valid=(
         Valid("clean = df.dropDuplicates()\n", keys=("id",)),
+        Valid(
+            "pairs = df.select('id', 'tag').dropDuplicates(['id', 'tag'])\n"
+            "pairs.write.saveAsTable('id_tags')\n",
+            keys=("id",),
+        ),
         Valid("clean = pdf.drop_duplicates(subset=['id'], keep='last')\n", keys=("id",)),
     ),
 )
@@ -165,11 +284,14 @@ LIMIT = Rule(
     summary="`limit(n)` (or SQL `LIMIT n`) without an ordering before it.",
     description="""
 Without `orderBy`, `limit(n)` returns whichever n rows the first tasks produce. Limits that only feed an
-action that looks at the data (`show()`, `collect()`, `toPandas()`, `count()`...) are not reported. The
+action that looks at the data (`show()`, `collect()`, `toPandas()`, `count()`, `display(...)`...) are not
+reported, nor is `limit(0)` (it selects nothing, e.g. to take a schema). The
 ordering is searched along the method chain and through one variable (`ordered = df.orderBy(...)`;
 `ordered.limit(10)`).
 """,
     why="A replay can write a different subset of rows.",
+    method_hooks={"limit": _limit_hook},
+    catalogue=Catalogue(sql_clauses=frozenset({"limit"})),
     fix={
         "rows": "order before limiting with a tie-free ordering: `df.orderBy('id').limit(n)`.",
         "column": "order before limiting with a tie-free ordering.",
@@ -188,6 +310,7 @@ ordering is searched along the method chain and through one variable (`ordered =
     valid=(
         Valid("batch = df.orderBy('id').limit(1000)\n", keys=("id",)),
         Valid("df.limit(20).show()\nprint(df.limit(5).collect())\n", keys=("id",)),
+        Valid("empty = df.limit(0)\nempty.write.saveAsTable('schema_only')\n", keys=("id",)),
     ),
 )
 
@@ -203,6 +326,8 @@ the data (`show()`, `count()`...) are debug sampling and not reported. pandas' `
 seed.
 """,
     why="A replay writes a different sample.",
+    method_hooks={"sample": _sample_hook, "sampleBy": _sample_hook, "randomSplit": _sample_hook},
+    catalogue=Catalogue(sql_clauses=frozenset({"tablesample"}), trigger_words=frozenset({"tablesample"})),
     fix={
         "rows": "seed the sampler (`df.sample(fraction=0.1, seed=42)`), or select rows by a hash of their key.",
         "column": "seed the sampler.",

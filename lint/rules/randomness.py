@@ -1,6 +1,18 @@
 """ND002: random values."""
 
-from lint.rules.base import Invalid, Rule, Valid
+from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+
+CATALOGUE = Catalogue(
+    python_calls=frozenset({"os.urandom", "os.getrandom"}),
+    # every function of these modules draws a value, except the neutral ones and seeded constructors
+    python_modules=frozenset({"random", "secrets", "numpy.random"}),
+    python_module_neutral=frozenset({"seed", "getstate", "setstate", "SeedSequence", "BitGenerator"}),
+    python_module_seedable=frozenset(
+        {"Random", "default_rng", "RandomState", "Generator", "PCG64", "MT19937", "Philox", "SFC64"}
+    ),
+    spark_functions=frozenset({"rand", "randn", "random", "shuffle", "uniform", "randstr"}),
+    trigger_words=frozenset({"random", "secrets"}),
+)
 
 RANDOM = Rule(
     code="ND002",
@@ -16,6 +28,7 @@ per partition, so the value a row gets depends on how the input happened to be p
 `numpy.random.default_rng(42)`) are accepted.
 """,
     why="Each replay draws different numbers.",
+    catalogue=CATALOGUE,
     fix={
         "key": "derive the key from source columns, e.g. `sha2(concat_ws('|', col_a, col_b), 256)`.",
         "sequence": "take the sequence from the data (event time, source offset), not from a random number.",

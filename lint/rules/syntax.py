@@ -1,6 +1,6 @@
 """ND000: a file that cannot be parsed."""
 
-from lint.rules.base import Invalid, Rule, Valid
+from upsertsink.lint.rules.base import Invalid, Rule, Valid
 
 PARSE_ERROR = Rule(
     code="ND000",

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import textwrap
 
-from lint.checker import Finding, check_bytes
+from upsertsink.lint.checker import CheckOptions, Finding, check_bytes
+from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
 
 
-def lint_code(code: str, keys: tuple[str, ...] = (), sequence: tuple[str, ...] = ()) -> list[Finding]:
+def lint_code(
+    code: str,
+    keys: tuple[str, ...] = (),
+    sequence: tuple[str, ...] = (),
+    key_patterns: tuple[str, ...] | None = None,
+) -> list[Finding]:
     """Findings for a code snippet (dedented), as the CLI would compute them (pre-filter included)."""
-    return check_bytes("job.py", textwrap.dedent(code).encode("utf-8"), list(keys), list(sequence)).findings
+    patterns = list(DEFAULT_KEY_PATTERNS if key_patterns is None else key_patterns)
+    options = CheckOptions(key_patterns=patterns)
+    data = textwrap.dedent(code).encode("utf-8")
+    return check_bytes("job.py", data, list(keys), list(sequence), options=options).findings
 
 
 def summary(findings: list[Finding]) -> list[tuple[str, int, int, str | None, str | None]]:

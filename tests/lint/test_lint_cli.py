@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from lint.cli import lint_command
-from lint.report import escape_data, escape_property
-from lint.rules import ALL_RULES
+from upsertsink.lint.cli import lint_command
+from upsertsink.lint.report import escape_data, escape_property
+from upsertsink.lint.rules import ALL_RULES
 
 REPO = Path(__file__).resolve().parents[2]
 BAD_JOB = """\
@@ -281,7 +280,7 @@ def test_default_path_is_current_folder(project: Path) -> None:
     assert json.loads(result.output)["files_checked"] == 3
 
 
-def test_real_console_script_and_python_m_lint(project: Path) -> None:
+def test_real_console_script_and_python_m_upsertsink_lint(project: Path) -> None:
     exe = Path(sys.executable).parent / "upsertsink"
     out1 = subprocess.run(
         [str(exe), "lint", "jobs", "--format", "json", "--no-cache"],
@@ -292,7 +291,7 @@ def test_real_console_script_and_python_m_lint(project: Path) -> None:
         timeout=120,
     )
     out2 = subprocess.run(
-        [sys.executable, "-m", "lint", "jobs", "--format", "json", "--no-cache"],
+        [sys.executable, "-m", "upsertsink.lint", "jobs", "--format", "json", "--no-cache"],
         check=False,
         capture_output=True,
         text=True,
@@ -302,7 +301,7 @@ def test_real_console_script_and_python_m_lint(project: Path) -> None:
     assert out1.returncode == out2.returncode == 1, (out1.stderr, out2.stderr)
     assert json.loads(out1.stdout) == json.loads(out2.stdout)
     clean = subprocess.run(
-        [sys.executable, "-m", "lint", "jobs/clean.py"],
+        [sys.executable, "-m", "upsertsink.lint", "jobs/clean.py"],
         check=False,
         capture_output=True,
         text=True,
@@ -311,7 +310,7 @@ def test_real_console_script_and_python_m_lint(project: Path) -> None:
     )
     assert clean.returncode == 0
     bad = subprocess.run(
-        [sys.executable, "-m", "lint", "--explain", "XX"],
+        [sys.executable, "-m", "upsertsink.lint", "--explain", "XX"],
         check=False,
         capture_output=True,
         text=True,
@@ -325,9 +324,10 @@ def test_linter_never_imports_pyspark(project: Path) -> None:
     code = (
         "import sys, json\n"
         "from click.testing import CliRunner\n"
-        "from lint.cli import lint_command\n"
+        "from upsertsink.lint.cli import lint_command\n"
         "CliRunner().invoke(lint_command, ['jobs', '--no-cache'])\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('pyspark', 'upsertsink', 'py4j')))))\n"
+        "heavy = ('pyspark', 'py4j', 'pandas', 'pyarrow', 'deltalake', 'delta')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=project, timeout=120
@@ -339,7 +339,7 @@ def test_the_repository_examples_lint_clean_with_its_own_config() -> None:
     if not (REPO / "examples").is_dir():
         pytest.skip("no examples folder")
     result = subprocess.run(
-        [sys.executable, "-m", "lint", "examples", "--no-cache"],
+        [sys.executable, "-m", "upsertsink.lint", "examples", "--no-cache"],
         check=False,
         capture_output=True,
         text=True,

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from lint.checker import check_bytes
-from lint.cli import lint_command
+from upsertsink.lint.checker import check_bytes
+from upsertsink.lint.cli import lint_command
 
 
 def test_random_bytes_never_crash() -> None:
@@ -132,3 +131,65 @@ def test_run_with_bad_files_reports_and_continues(tmp_path: Path, monkeypatch: p
     assert ("broken.py", "ND000") in rules and ("noise.py", "ND000") in rules and ("ok.py", "ND002") in rules
     assert doc["files_checked"] == 4
     assert result.exit_code == 1
+
+
+def test_odd_notebooks_never_crash() -> None:
+    rng = random.Random(7)
+    sources = [
+        "!pip install x\n",
+        "%%sql\nSELECT rand() AS r FROM t\n",
+        "%%sql\nSELECT '\"\"\"' AS q, '''x''' FROM t\n",
+        "%sql",
+        "x = df.withColumn('id', F.rand())\n",
+        "def f(:\n",
+        "%%bash\necho hi\n",
+        "    !ls\n",
+        "files = !ls\n",
+        "",
+        "%run ./nothing",
+    ]
+    shapes = [
+        lambda src: {"cell_type": "code", "source": src},
+        lambda src: {"cell_type": "code", "source": src.splitlines(keepends=True)},
+        lambda src: {"cell_type": "code", "source": [1, 2, None]},
+        lambda src: {"cell_type": "markdown", "source": src},
+        lambda src: {"cell_type": "code"},
+        lambda src: "not a cell",
+        lambda src: {
+            "cell_type": "code",
+            "source": src,
+            "metadata": {"application/vnd.databricks.v1+cell": 3},
+        },
+    ]
+    for _ in range(200):
+        cells = [rng.choice(shapes)(rng.choice(sources)) for _ in range(rng.randrange(0, 6))]
+        doc = rng.choice(
+            [{"cells": cells}, {"cells": cells, "metadata": {"kernelspec": {"language": "sql"}}}]
+        )
+        result = check_bytes("nb.ipynb", json.dumps(doc).encode(), ["id"], [])
+        for f in result.findings:
+            assert f.line >= 1 and f.column >= 1
+    for bad in (b"[]", b"{}", b'{"cells": 3}', b"\xff\xfe", b"null"):
+        [finding] = check_bytes("nb.ipynb", bad, [], []).findings
+        assert finding.rule == "ND000"
+
+
+def test_odd_databricks_exports_never_crash() -> None:
+    rng = random.Random(11)
+    lines = [
+        "# MAGIC %sql",
+        "# MAGIC SELECT rand() AS r FROM t",
+        '# MAGIC SELECT """ AS x',
+        "# MAGIC",
+        "# COMMAND ----------",
+        "x = 1",
+        "# MAGIC %run ./other",
+        "# MAGIC %sql SELECT uuid() AS u",
+        "    y = (",
+        "",
+    ]
+    for _ in range(200):
+        text = "# Databricks notebook source\n" + "\n".join(
+            rng.choice(lines) for _ in range(rng.randrange(20))
+        )
+        check_bytes("export.py", text.encode(), ["id"], [])

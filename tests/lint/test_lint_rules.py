@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from lint.checker import check_bytes
-from lint.rules import ALL_RULES, RULES
+from upsertsink.lint.checker import check_bytes
+from upsertsink.lint.rules import ALL_RULES, RULES
 
 INVALID = [(r.code, i, ex) for r in ALL_RULES for i, ex in enumerate(r.invalid)]
 VALID = [(r.code, i, ex) for r in ALL_RULES for i, ex in enumerate(r.valid)]

@@ -1,7 +1,7 @@
 """A writer process for the reliability tests: sends batches of a change feed through UpsertSink.
 
     python writer.py --path T --feed feed.json [--engine embedded|spark] [--start N] [--stop M]
-                     [--app-id A] [--no-batch-ids] [--result out.json]
+                     [--app-id A] [--no-batch-ids] [--result out.json] [--start-at UNIXTIME]
 
 Batch i of the feed is sent with batch id i. Each call's outcome (written / skipped / ConcurrentWriteError /
 other error) is appended to --result as one JSON line, so a parent can check every call ended one of the
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -32,6 +33,7 @@ def main() -> int:
     p.add_argument("--app-id", default="feed")
     p.add_argument("--no-batch-ids", action="store_true")
     p.add_argument("--result")
+    p.add_argument("--start-at", type=float, help="wait until this Unix time before the first write")
     args = p.parse_args()
     feed = json.loads(Path(args.feed).read_text())
     sink = UpsertSink(args.path, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id=args.app_id)
@@ -40,6 +42,8 @@ def main() -> int:
         from upsertsink import spark_session
 
         spark = spark_session("upsertsink-reliability", master="local[1]")
+    if args.start_at:
+        time.sleep(max(0.0, args.start_at - time.time()))
     out = open(args.result, "a") if args.result else None  # noqa: SIM115 - closed at the end
     stop = len(feed) if args.stop is None else args.stop
     for i in range(args.start, stop):
@@ -48,7 +52,7 @@ def main() -> int:
         try:
             r = sink.write(data, batch_id=None if args.no_batch_ids else i)
             outcome = {"batch": i, "outcome": "skipped" if r.skipped else "written", "stale": r.stale,
-                       "deleted": r.deleted, "replay_check": r.replay_check}
+                       "deleted": r.deleted, "replay_check": r.replay_check, "attempts": r.attempts}
         except ConcurrentWriteError as err:
             outcome = {"batch": i, "outcome": "conflict", "error": str(err)}
         except UpsertSinkError as err:

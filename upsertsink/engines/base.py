@@ -58,6 +58,7 @@ class PreparedBatch:
     key_ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     casts: tuple[str, ...] = ()
     delete_count: int | None = None  # rows flagged as deletes, when known without another pass
+    key_values: pa.Table | None = None  # the key columns' values (Arrow), when small enough to hold
 
     def with_data(self, data: Any, rows: int | None = None, added_deletes: int = 0) -> PreparedBatch:
         deletes = None if self.delete_count is None else self.delete_count + added_deletes

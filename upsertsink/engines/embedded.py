@@ -19,6 +19,7 @@ from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Snapshot
 from upsertsink.predicate import evaluate_arrow
+from upsertsink.pruning import FileRanges, file_ranges, sql_literal
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan
 from upsertsink.tombstones import SEQUENCE, key_column, stale_mask, stored_sequences
 
@@ -127,7 +128,9 @@ class EmbeddedEngine:
             if table.num_rows and _orderable(table[k].type):
                 mm = pc.min_max(table[k])
                 ranges[k] = (mm["min"].as_py(), mm["max"].as_py())
-        return PreparedBatch(table, fingerprint, table.num_rows, key_hashes, ranges, tuple(casts))
+        return PreparedBatch(
+            table, fingerprint, table.num_rows, key_hashes, ranges, tuple(casts), key_values=table.select(list(request.keys))
+        )
 
     # -------------------------------------------------------------- tombstones
 
@@ -221,7 +224,10 @@ class EmbeddedEngine:
     ) -> CommitOutcome:
         data: pa.Table = prepared.data
         before = table.version()
-        metrics = self._execute_merge(table, data, plan, props, evolve=bool(new_columns))
+        found = file_ranges(table, request.keys, prepared.key_values)
+        if found is not None:
+            props = _with_metadata(props, files_scanned=found.files)
+        metrics = self._execute_merge(table, data, plan, props, evolve=bool(new_columns), ranges=found)
         if table.version() != before:
             faults.point("data-committed")
         elif request.batch_id is not None:
@@ -245,10 +251,18 @@ class EmbeddedEngine:
         )
 
     @staticmethod
-    def _execute_merge(table: Any, data: pa.Table, plan: MergePlan, props: Any, evolve: bool = False) -> dict[str, Any]:
+    def _execute_merge(
+        table: Any, data: pa.Table, plan: MergePlan, props: Any, evolve: bool = False, ranges: FileRanges | None = None
+    ) -> dict[str, Any]:
+        on = plan.on("datafusion")
+        if ranges is not None and ranges.narrows:
+            # Only the files that can hold the batch's keys are read (and can be rewritten); new keys outside
+            # every file are inserted unread. Bounds are rendered from typed values, never from user text.
+            ref = plan.ref(TARGET, ranges.key, "datafusion")
+            parts = [f"({ref} BETWEEN {sql_literal(lo)} AND {sql_literal(hi)})" for lo, hi in ranges.ranges]
+            on = f"{on} AND ({' OR '.join(parts) if parts else 'FALSE'})"
         merger = table.merge(
-            data, plan.on("datafusion"), source_alias=SOURCE, target_alias=TARGET, commit_properties=props,
-            merge_schema=evolve,
+            data, on, source_alias=SOURCE, target_alias=TARGET, commit_properties=props, merge_schema=evolve,
         )
         if plan.deletes:
             merger = merger.when_matched_delete(predicate=plan.delete_condition("datafusion"))
@@ -285,6 +299,15 @@ class EmbeddedEngine:
         if table.version() == before:
             return None
         return CommitOutcome(table.version(), 0, 0, int(metrics.get("num_target_rows_deleted", 0)))
+
+
+def _with_metadata(props: Any, **extra: Any) -> Any:
+    from deltalake import CommitProperties
+
+    meta = json.loads(props.custom_metadata["userMetadata"])
+    return CommitProperties(
+        custom_metadata={"userMetadata": json.dumps({**meta, **extra})}, app_transactions=props.app_transactions
+    )
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -5,32 +5,28 @@ and one ``mapInArrow`` pass (``spark_stats.py``) gives the row count, the canoni
 overflow counts, key ranges and key hashes. The MERGE reads the checkpoint (Delta's own source
 materialization is switched off for it, since the checkpoint already is one).
 
-Batch markers go through Delta's session settings ``spark.databricks.delta.write.txnAppId/txnVersion``,
-which are global to a SparkSession (delta-io/delta#3934). Commits therefore run in a child session
-(``newSession()``, one per thread and user session, kept between writes): concurrent writes from several
-threads never see each other's markers, and the user's session is never changed.
+The commits themselves (create, MERGE, marker-only, repair) are in ``spark_merge.py``.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import threading
 from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 
 from upsertsink import batch as B
-from upsertsink import faults
 from upsertsink import fingerprint as fp
-from upsertsink.conflicts import RetryableConflict, first_line, spark_conflict
-from upsertsink.engines import spark_stats
+from upsertsink.conflicts import first_line
+from upsertsink.engines import spark_merge, spark_stats
 from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
+from upsertsink.engines.spark_merge import analysis_error as _analysis_error
+from upsertsink.engines.spark_merge import col as _col
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Snapshot
-from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
+from upsertsink.spec import DELETE_FLAG, MergePlan
 from upsertsink.tombstones import SEQUENCE, key_column, stored_sequences
 
 log = logging.getLogger(__name__)
@@ -38,13 +34,6 @@ log = logging.getLogger(__name__)
 OK_PREFIX = "__upsertsink_ok_"  # per cast column: the value fits the table's type (dropped before the MERGE)
 STALE = "__upsertsink_stale"
 _RANGE_CATEGORIES = {"integer", "decimal", "string", "date", "timestamp"}
-_sessions = threading.local()
-
-
-def _col(name: str):
-    from pyspark.sql import functions as F
-
-    return F.col(quote(name, "spark"))
 
 
 def _arrow_type(dtype: Any) -> pa.DataType | None:
@@ -62,27 +51,19 @@ def _column(f: Any) -> B.Column:
     return B.Column(f.name, cat, f.dataType.simpleString(), f.dataType)
 
 
-def _analysis_error(err: BaseException) -> bool:
-    return type(err).__name__ in ("AnalysisException", "ParseException", "PySparkValueError", "PySparkTypeError")
-
-
-def child_session(spark: Any) -> Any:
-    """This thread's child session of ``spark``, with the user session's runtime settings copied in."""
-    cache: dict[int, tuple[Any, Any, dict[str, str]]] = getattr(_sessions, "cache", None) or {}
-    _sessions.cache = cache
-    entry = cache.get(id(spark))
-    if entry is None or entry[0] is not spark:
-        entry = (spark, spark.newSession(), {})
-        cache[id(spark)] = entry
-    _, child, copied = entry
-    for key, value in spark.conf.getAll.items():
-        if copied.get(key) != value and not key.startswith("spark.databricks.delta.write.txn"):
-            try:
-                child.conf.set(key, value)
-            except Exception as err:  # noqa: BLE001 - static settings cannot be set and are shared anyway
-                log.debug("not copied to the commit session: %s (%s)", key, err)
-            copied[key] = value
-    return child
+def _plain(t: pa.DataType) -> pa.DataType:
+    """Arrow view and large types as the plain ones Spark's type mapping knows."""
+    if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_list_view(t) or pa.types.is_large_list(t) or pa.types.is_list(t):
+        return pa.list_(_plain(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _plain(f.type), f.nullable) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(_plain(t.key_type), _plain(t.item_type))
+    return t
 
 
 class SparkEngine:
@@ -103,8 +84,12 @@ class SparkEngine:
     def target_columns(self, request: WriteRequest, snapshot: Snapshot) -> list[B.Column] | None:
         if not snapshot.exists:
             return None
-        schema = self.spark.read.format("delta").load(request.target).schema
-        return [_column(f) for f in schema]
+        from pyspark.sql.pandas.types import from_arrow_type
+        from pyspark.sql.types import StructField
+
+        # The table's schema from the deltalake snapshot the attempt already holds: no Spark job, no analysis.
+        arrow = pa.schema(snapshot.table.schema().to_arrow())
+        return [_column(StructField(f.name, from_arrow_type(_plain(f.type)), True)) for f in arrow]
 
     def _canonical(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> tuple[Any, list[str]]:
         """The batch cast to the table's types (with a fits-check column per cast) and float keys normalized."""
@@ -215,7 +200,12 @@ class SparkEngine:
             if count <= fp.LOCAL_KEY_CHECK_ROWS:
                 stats = self._run(lambda: self._stats(df, request, list(df.columns), [], full=True))[0]
                 hashes = np.concatenate([np.frombuffer(r["key_hashes"], np.uint64) for r in stats]) if stats else None
-        return PreparedBatch(df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"))
+        values = None
+        if rows and all(r["key_values"] is not None for r in rows):
+            values = spark_stats.read_key_values([r["key_values"] for r in rows], request.keys)
+        return PreparedBatch(
+            df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"), key_values=values
+        )
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
         from pyspark.sql import Window
@@ -299,139 +289,16 @@ class SparkEngine:
     def stored_sequences(self, request: WriteRequest, snapshot: Snapshot, keys: pa.Table) -> pa.Table:
         return stored_sequences(snapshot, request.keys, request.sequence, keys)
 
-    # -------------------------------------------------------------- commits
+    # -------------------------------------------------------------- commits (spark_merge.py)
 
     def commit(
         self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
         metadata: dict[str, Any], new_columns: list[B.Column],
     ) -> CommitOutcome:
-        try:
-            if not snapshot.exists:
-                return self._create(request, prepared, metadata)
-            return self._merge(request, prepared, snapshot, plan, metadata, bool(new_columns))
-        except RetryableConflict:
-            raise
-        except Exception as err:
-            conflict = spark_conflict(err)
-            if conflict is not None:
-                raise conflict from err
-            if _analysis_error(err):
-                raise SchemaMismatchError(f"the write into {request.target} was refused: {first_line(err)}") from err
-            raise
-
-    def _create(self, request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, Any]) -> CommitOutcome:
-        """The first batch: the table, its data and its marker in one commit (version 0)."""
-        from pyspark.sql import functions as F
-
-        df = prepared.data
-        if DELETE_FLAG in df.columns:  # a delete in a new table has nothing to delete
-            df = df.filter(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
-        writer = df.write.format("delta").mode("errorifexists").option("userMetadata", json.dumps(metadata))
-        if request.batch_id is not None:
-            writer = writer.option("txnAppId", request.app_id).option("txnVersion", str(request.batch_id))
-        if request.partition_by:
-            writer = writer.partitionBy(*request.partition_by)
-        if B.needs_column_mapping(df.columns):
-            writer = writer.option("delta.columnMapping.mode", "name")
-        writer.save(request.target)
-        faults.point("table-created")
-        from deltalake import DeltaTable
-
-        commit = DeltaTable(request.target, version=0, storage_options=request.storage_options).history(1)[0]
-        inserted = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
-        return CommitOutcome(version=0, inserted=inserted, updated=0, deleted=0, files_scanned=0)
-
-    def _session(self, request: WriteRequest, metadata: dict[str, Any], marker: bool) -> Any:
-        session = child_session(self.spark)
-        session.conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata))
-        session.conf.set("spark.databricks.delta.merge.materializeSource", "none")
-        if marker and request.batch_id is not None:
-            session.conf.set("spark.databricks.delta.write.txnAppId", request.app_id)
-            session.conf.set("spark.databricks.delta.write.txnVersion", str(request.batch_id))
-        else:
-            session.conf.unset("spark.databricks.delta.write.txnAppId")
-            session.conf.unset("spark.databricks.delta.write.txnVersion")
-        return session
-
-    def _merge(
-        self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
-        metadata: dict[str, Any], evolve: bool,
-    ) -> CommitOutcome:
-        from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
-
-        session = self._session(request, metadata, marker=True)
-        source = _changed_rows(prepared.data, self.spark, request.target, plan, prepared.key_ranges, prepared.rows)
-        on = F.expr(plan.on("spark"))
-        pruning = _in_key_ranges(TARGET, prepared.key_ranges)
-        if pruning is not None:
-            on = on & pruning  # lets Delta skip target files whose key range misses the batch
-        merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(source.alias(SOURCE), on)
-        if evolve:
-            merge = merge.withSchemaEvolution()
-        merge = _clauses(merge, plan)
-        before = snapshot.version
-        metrics = merge.execute().first()
-        version = _version(request)
-        if version != before:
-            faults.point("data-committed")
-        elif request.batch_id is not None:
-            # No row changed and Delta made no commit: record the marker alone with an empty append.
-            faults.point("marker-only-before")
-            empty = session.createDataFrame([], prepared.data.drop(DELETE_FLAG).schema)
-            empty.write.format("delta").mode("append").option("txnAppId", request.app_id).option(
-                "txnVersion", str(request.batch_id)
-            ).option("userMetadata", json.dumps(metadata)).save(request.target)
-            version = _version(request)
-            faults.point("marker-only-committed")
-        return CommitOutcome(
-            version=version,
-            inserted=int(metrics["num_inserted_rows"] or 0) if metrics else 0,
-            updated=int(metrics["num_updated_rows"] or 0) if metrics else 0,
-            deleted=int(metrics["num_deleted_rows"] or 0) if metrics else 0,
-        )
+        return spark_merge.commit(self.spark, request, prepared, snapshot, plan, metadata, bool(new_columns))
 
     def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
-        from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
-
-        assert request.sequence is not None
-        kc = [key_column(i) for i in range(len(request.keys))]
-        table = DeltaTable.forPath(self.spark, request.target)
-        seq_type = table.toDF().schema[request.sequence].dataType
-        source = self.spark.createDataFrame(deletes.select([*kc, SEQUENCE])).select(
-            *[F.col(c).alias(k) for c, k in zip(kc, request.keys, strict=True)],
-            F.col(SEQUENCE).cast(seq_type).alias(request.sequence), F.lit(True).alias(DELETE_FLAG),
-        )
-        plan = MergePlan(request.keys, (*request.keys, request.sequence), request.sequence, deletes=True, upserts=False)
-        try:
-            session = self._session(request, metadata, marker=False)
-            merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(
-                source.alias(SOURCE), F.expr(plan.on("spark"))
-            )
-            metrics = _clauses(merge, plan).execute().first()
-        except Exception as err:
-            conflict = spark_conflict(err)
-            if conflict is not None:
-                raise conflict from err
-            raise
-        return CommitOutcome(_version(request) or 0, 0, 0, int(metrics["num_deleted_rows"] or 0) if metrics else 0)
-
-
-def _clauses(merge: Any, plan: MergePlan) -> Any:
-    if plan.deletes:
-        merge = merge.whenMatchedDelete(condition=plan.delete_condition("spark"))
-    if plan.has_update:
-        merge = merge.whenMatchedUpdate(condition=plan.update_condition("spark"), set=plan.update_set("spark"))
-    if plan.upserts:
-        merge = merge.whenNotMatchedInsert(condition=plan.insert_condition("spark"), values=plan.insert_values("spark"))
-    return merge
-
-
-def _version(request: WriteRequest) -> int | None:
-    from deltalake import DeltaTable
-
-    return DeltaTable(request.target, storage_options=request.storage_options).version()
+        return spark_merge.repair(self.spark, request, deletes, metadata)
 
 
 def _repeats(df: Any, request: WriteRequest) -> bool:
@@ -441,59 +308,3 @@ def _repeats(df: Any, request: WriteRequest) -> bool:
     return not df.groupBy(*keys).count().filter(F.col("count") > 1).isEmpty()
 
 
-def _in_key_ranges(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None):
-    """``key BETWEEN batch-min AND batch-max`` for each ranged key, as typed literals (never SQL text)."""
-    from pyspark.sql import functions as F
-
-    cond = None
-    for key, (low, high) in (ranges or {}).items():
-        ref = F.col(f"{alias}.{quote(key, 'spark')}" if alias else quote(key, "spark"))
-        part = ref.between(F.lit(low), F.lit(high))
-        cond = part if cond is None else cond & part
-    return cond
-
-
-# Batches up to this many rows are broadcast when the no-op rows are looked up in the target.
-BROADCAST_MAX_ROWS = 2_000_000
-
-
-def _changed_rows(df: Any, spark: Any, path: str, plan: MergePlan, ranges: dict[str, tuple[Any, Any]] | None, rows: int) -> Any:
-    """Drop source rows the MERGE would not apply: identical to the stored row, or not newer.
-
-    Delta's MERGE rewrites every file holding a matched key, even when the clause conditions leave the row
-    as it was; filtering first keeps unchanged rows (and the files holding them) untouched.
-    """
-    from pyspark.sql import functions as F
-
-    target = spark.read.format("delta").load(path)
-    pruning = _in_key_ranges(None, ranges)
-    if pruning is not None:
-        target = target.filter(pruning)
-    cols = [c for c in plan.columns if c in target.columns and c in df.columns]
-    tgt = target.select(*[_col(c).alias(f"__t{i}") for i, c in enumerate(cols)])
-    idx = {c: i for i, c in enumerate(cols)}
-    on = functools.reduce(lambda a, b: a & b, [_col(k).eqNullSafe(F.col(f"__t{idx[k]}")) for k in plan.keys])
-    unchanged = functools.reduce(
-        lambda a, b: a & b, [_col(c).eqNullSafe(F.col(f"__t{idx[c]}")) for c in plan.value_columns if c in idx],
-        F.lit(True),
-    )
-    stale = F.lit(False)
-    if plan.sequence is not None and plan.sequence in idx:
-        t_seq = F.col(f"__t{idx[plan.sequence]}")
-        stale = t_seq.isNotNull() & (_col(plan.sequence) <= t_seq)
-    noop = unchanged | stale
-    if plan.deletes:
-        # a delete is dropped only when it is not newer; its payload may well equal the stored row
-        noop = (~F.col(DELETE_FLAG) & noop) | (F.col(DELETE_FLAG) & stale)
-    if rows <= BROADCAST_MAX_ROWS:
-        # Broadcast the batch and stream the target past it once: the keys of the no-op rows come out
-        # (few columns, no shuffle of the target), and a broadcast anti-join drops them from the batch.
-        noop_keys = tgt.join(F.broadcast(df), on=on & noop, how="left_semi").select(
-            *[F.col(f"__t{idx[k]}").alias(f"__k{i}") for i, k in enumerate(plan.keys)]
-        )
-        match = functools.reduce(lambda a, b: a & b, [_col(k) == F.col(f"__k{i}") for i, k in enumerate(plan.keys)])
-        changed = df.join(F.broadcast(noop_keys), on=match, how="left_anti")
-    else:
-        changed = df.join(tgt, on=on & noop, how="left_anti")
-    # Checkpointed lazily: the MERGE reads its source twice, its first read fills the checkpoint.
-    return changed.localCheckpoint(eager=False)

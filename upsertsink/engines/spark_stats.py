@@ -81,5 +81,7 @@ def partition_stats(
     yield pa.RecordBatch.from_pydict(out)
 
 
-def read_key_values(blobs: Sequence[bytes]) -> pa.Table:
-    return pa.concat_tables([pa.ipc.open_stream(b).read_all() for b in blobs])
+def read_key_values(blobs: Sequence[bytes], names: Sequence[str]) -> pa.Table:
+    """The key values shipped by the partitions, under the key columns' real names."""
+    table = pa.concat_tables([pa.ipc.open_stream(b).read_all() for b in blobs])
+    return table.rename_columns(list(names))

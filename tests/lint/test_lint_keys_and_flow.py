@@ -1,0 +1,308 @@
+"""Keys from more places, flow through classes, built SQL and pass-through methods, fewer false alarms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from lint_helpers import lint_code, summary
+from upsertsink.lint.cli import lint_command
+
+# ---------------------------------------------------------------- keys from more places
+
+
+def test_dbt_python_model_unique_key() -> None:
+    code = """
+    from pyspark.sql import functions as F
+
+    def model(dbt, session):
+        dbt.config(materialized="incremental", unique_key=["customer_ref", "valid_from"])
+        src = dbt.ref("stg_customers")
+        return src.withColumn("customer_ref", F.expr("uuid()")).withColumn("loaded", F.current_date())
+    """
+    findings = lint_code(code, key_patterns=())
+    assert summary(findings) == [
+        ("ND003", 7, 51, "key", "customer_ref"),
+        ("ND001", 7, 82, "column", "loaded"),
+    ]
+    assert "unique key of the dbt model `customer_ref`" in findings[0].message
+
+
+def test_ddl_primary_key_and_identity_columns() -> None:
+    code = '''
+    from pyspark.sql import functions as F
+    spark.sql("""
+        CREATE TABLE IF NOT EXISTS dw.dim_store (
+            store_num BIGINT GENERATED ALWAYS AS IDENTITY,
+            store_code STRING NOT NULL,
+            CONSTRAINT pk_store PRIMARY KEY (store_code)
+        ) USING DELTA
+    """)
+    stores = raw.withColumn("store_code", F.concat(F.lit("S"), F.spark_partition_id()))
+    stores.write.insertInto("dw.dim_store")
+    '''
+    findings = lint_code(code, key_patterns=())
+    assert summary(findings) == [("ND004", 10, 60, "key", "store_code")]
+    assert "primary key of table `dw.dim_store`" in findings[0].message
+
+
+def test_join_against_the_written_table_gives_keys() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    TARGET = "dw.events"
+    events = raw.withColumn("evt", F.concat_ws("-", "src", F.monotonically_increasing_id()))
+    existing = spark.table(TARGET)
+    new = events.join(existing, on=["evt"], how="left_anti")
+    new.write.mode("append").saveAsTable(TARGET)
+    """
+    findings = lint_code(code, key_patterns=())
+    assert summary(findings) == [("ND004", 4, 56, "key", "evt")]
+    assert "join key against the written table `dw.events`" in findings[0].message
+
+
+def test_literal_in_a_merge_on_clause_is_a_filter_not_a_key() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    ranked = src.withColumn("rn", F.row_number().over(w))
+    (DeltaTable.forName(spark, "dw.t").alias("t")
+        .merge(ranked.alias("s"), "t.id = s.id AND s.rn = 1")
+        .whenMatchedUpdateAll().execute())
+    cond = (F.col("t.k") == F.col("s.k")) & (F.col("s.flag") == 1)
+    DeltaTable.forName(spark, "dw.u").alias("t").merge(other.alias("s"), cond).execute()
+    other = other.withColumn("flag", F.rand())
+    """
+    got = summary(lint_code(code, key_patterns=()))
+    # rn and flag are filters of the merge (rows), never keys of their own
+    assert ("ND002", 9, 34, "key", "id") in got
+    assert all(c not in ("rn", "flag") or t != "key" for _, _, _, t, c in got)
+
+
+def test_key_patterns_apply_to_modules_that_write_and_can_be_configured(tmp_path: Path, monkeypatch) -> None:
+    job = (
+        "from pyspark.sql import functions as F\n"
+        "dim = src.withColumn('customer_sk', F.monotonically_increasing_id())\n"
+        "dim = dim.withColumn('run_id', F.expr('uuid()'))\n"
+        "dim.write.format('delta').mode('overwrite').save('/lake/dim_customer')\n"
+    )
+    (tmp_path / "job.py").write_text(job)
+    (tmp_path / "snippet.py").write_text(job.splitlines()[0] + "\n" + job.splitlines()[1] + "\n")
+    monkeypatch.chdir(tmp_path)
+
+    def run() -> list[tuple]:
+        out = CliRunner().invoke(lint_command, [".", "--format", "json", "--no-cache"])
+        return [(f["path"], f["severity"], f["column_name"]) for f in json.loads(out.output)["findings"]]
+
+    (tmp_path / "pyproject.toml").write_text("[tool.upsertsink.lint]\n")
+    assert run() == [
+        ("job.py", "error", "customer_sk"),  # matches the default pattern *_sk
+        ("job.py", "warning", "run_id"),  # *_id is not a default pattern: run ids are audit columns
+        ("snippet.py", "warning", "customer_sk"),  # writes nothing: no table, no key-like names
+    ]
+    (tmp_path / "pyproject.toml").write_text("[tool.upsertsink.lint]\nkey-patterns = ['run_*']\n")
+    assert run() == [
+        ("job.py", "warning", "customer_sk"),
+        ("job.py", "error", "run_id"),
+        ("snippet.py", "warning", "customer_sk"),
+    ]
+    (tmp_path / "pyproject.toml").write_text("[tool.upsertsink.lint]\nkey-patterns = []\n")
+    assert {s for _, s, _ in run()} == {"warning"}
+    (tmp_path / "pyproject.toml").write_text("[tool.upsertsink.lint]\nkey-patterns = 3\n")
+    assert CliRunner().invoke(lint_command, ["."]).exit_code == 2
+
+
+# ---------------------------------------------------------------- flow
+
+
+def test_self_attributes_and_methods() -> None:
+    code = """
+    import time
+    from pyspark.sql import functions as F
+    from upsertsink import UpsertSink
+
+    class OrdersJob:
+        KEYS = ["order_id"]
+
+        def __init__(self, spark):
+            self.spark = spark
+            self.started = time.time()
+
+        def stamp(self):
+            return F.lit(self.started)
+
+        def build(self, df):
+            self.batch_tag = F.lit(self.started).cast("string")
+            return df.withColumn("order_id", F.concat("src_id", self.batch_tag)).withColumn("ts", self.stamp())
+
+        def run(self, df):
+            UpsertSink("/lake/orders", keys=self.KEYS).write(self.build(df))
+    """
+    got = summary(lint_code(code))
+    assert got == [("ND001", 11, 24, "key", "order_id")]
+
+
+def test_sql_built_with_format_percent_join_and_fstrings() -> None:
+    code = """
+    KEYS = ["id", "day"]
+    on = " AND ".join(f"t.{k} = s.{k}" for k in KEYS)
+    table = "dw.facts"
+    merge = "MERGE INTO {} t USING src s ON {} WHEN MATCHED THEN UPDATE SET t.seen = {}".format(table, on, "now()")
+    spark.sql(merge)
+    ins = "INSERT INTO %s SELECT id, day, %s AS tag FROM src" % (table, "uuid()")
+    spark.sql(ins)
+    cols = ", ".join(["id", "day", "rand() AS r"])
+    spark.sql("SELECT " + cols + " FROM src").write.saveAsTable("dw.r")
+    """
+    findings = lint_code(code, key_patterns=())
+    got = summary(findings)
+    assert got == [
+        ("ND001", 5, 105, "column", "seen"),
+        ("ND003", 7, 70, "column", "tag"),
+        ("ND002", 9, 33, "column", "r"),
+    ]
+
+
+def test_merge_condition_and_maps_held_in_variables() -> None:
+    code = """
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+    cond = "t.account = s.account"
+    updates = {"balance": "s.balance", "synced_at": "current_timestamp()"}
+    src = batch.withColumn("account", F.uuid())
+    (DeltaTable.forPath(spark, "/lake/acc").alias("t").merge(src.alias("s"), cond)
+        .whenMatchedUpdate(set=updates).execute())
+    """
+    got = summary(lint_code(code, key_patterns=()))
+    assert got == [("ND001", 5, 50, "column", "synced_at"), ("ND003", 6, 35, "key", "account")]
+
+
+def test_pass_through_methods_keep_row_choices_and_look_only_uses() -> None:
+    code = """
+    from upsertsink import UpsertSink
+    batch = df.limit(100).cache()
+    batch2 = df.repartition(8).persist().limit(50).coalesce(1)
+    ordered = df.orderBy("id").hint("broadcast").checkpoint().limit(10)
+    df.limit(5).persist().show()
+    UpsertSink("/t", keys=["id"]).write(batch.unionByName(batch2).unionByName(ordered))
+    """
+    assert summary(lint_code(code)) == [("ND008", 3, 12, "key", "id"), ("ND008", 4, 38, "key", "id")]
+
+
+# ---------------------------------------------------------------- fewer false alarms
+
+
+def test_rank_and_dense_rank_are_deterministic() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+    w = Window.partitionBy("region").orderBy(F.col("sales").desc())
+    top = df.withColumn("rnk", F.dense_rank().over(w)).filter("rnk <= 3")
+    top2 = df.withColumn("r", F.rank().over(w)).filter(F.col("r") == 1)
+    top.unionByName(top2).write.saveAsTable("dw.top")
+    """
+    assert lint_code(code, keys=("region", "product")) == []
+
+
+def test_dedup_by_exactly_the_key_set_is_a_warning() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+    from upsertsink import UpsertSink
+    w = Window.partitionBy("id").orderBy(F.col("updated_at").desc())
+    latest = df.withColumn("rn", F.row_number().over(w)).filter("rn = 1").drop("rn")
+    dedup = df.dropDuplicates(["id"])
+    UpsertSink("/t", keys=["id"]).write(latest.unionByName(dedup))
+    """
+    findings = lint_code(code)
+    got = [(f.rule, f.line, f.severity, f.column_name) for f in findings]
+    assert got == [("ND006", 6, "warning", "rn"), ("ND007", 7, "warning", "*")]
+
+
+def test_dedup_over_every_selected_column_and_limit_zero() -> None:
+    code = """
+    from upsertsink import UpsertSink
+    pairs = df.select("id", "tag").dropDuplicates(["id", "tag"])
+    schema_only = df.limit(0)
+    UpsertSink("/t", keys=["id"]).write(pairs.unionByName(schema_only))
+    """
+    assert lint_code(code) == []
+
+
+def test_dataframes_only_displayed_or_evaluated_give_nothing() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    from pyspark.ml.evaluation import BinaryClassificationEvaluator
+    baseline = test.withColumn("prediction", F.rand())
+    auc = BinaryClassificationEvaluator().evaluate(baseline)
+    preview = df.withColumn("id", F.monotonically_increasing_id()).limit(20)
+    display(preview)
+    df.withColumn("noise", F.randn())
+    kept = df.withColumn("k", F.rand())
+    """
+    assert summary(lint_code(code, keys=("id", "k"))) == [("ND002", 9, 27, "key", "k")]
+
+
+def test_random_ordering_before_a_limit_is_a_sample() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    from upsertsink import UpsertSink
+    sample = df.orderBy(F.rand()).limit(1000)
+    top = df.orderBy(F.col("score").desc(), "id").limit(10)
+    display(df.orderBy(F.rand()).limit(5))
+    UpsertSink("/t", keys=["id"]).write(sample.unionByName(top))
+    """
+    findings = lint_code(code)
+    assert summary(findings) == [("ND002", 4, 21, "key", "id")]
+    assert "decides which rows are written" in findings[0].message
+
+
+def test_rdd_zip_with_index_names_the_appended_column() -> None:
+    code = """
+    indexed = df.rdd.zipWithIndex().map(lambda p: (*p[0], p[1])).toDF(df.columns + ["row_num"])
+    indexed.write.saveAsTable("dw.numbered")
+    """
+    assert summary(lint_code(code, keys=("row_num",))) == [("ND004", 2, 18, "key", "row_num")]
+
+
+def test_replace_where_and_identity_columns_of_the_table_builder() -> None:
+    code = """
+    import datetime
+    from delta.tables import DeltaTable, IdentityGenerator
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+    (DeltaTable.createIfNotExists(spark).tableName("dw.dim")
+        .addColumn("dim_id", dataType=LongType(), generatedAlwaysAs=IdentityGenerator()).execute())
+    dim = src.withColumn("dim_id", F.uuid())
+    dim.write.format("delta").mode("overwrite").option(
+        "replaceWhere", f"day = '{datetime.date.today()}'"
+    ).saveAsTable("dw.dim")
+    """
+    findings = lint_code(code, key_patterns=())
+    assert summary(findings) == [("ND003", 8, 32, "key", "dim_id"), ("ND001", 10, 31, "key", "dim_id")]
+    assert "identity column `dim_id`" in findings[0].message
+
+
+def test_sequence_columns_from_newer_wins_merge_conditions() -> None:
+    code = """
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+    src = df.withColumn("event_ts", F.current_timestamp())
+    (DeltaTable.forName(spark, "dw.t").alias("t").merge(src.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll(condition="s.event_ts > t.event_ts").execute())
+    src2 = df.withColumn("version", F.unix_timestamp())
+    (DeltaTable.forName(spark, "dw.u").alias("t").merge(src2.alias("s"), "t.k = s.k")
+        .whenMatchedUpdate(condition=F.col("s.version") >= F.col("t.version"), set={"v": "s.v"}).execute())
+    spark.sql("MERGE INTO dw.x t USING y s ON t.k = s.k WHEN MATCHED AND s.seq_no > t.seq_no THEN UPDATE SET *")
+    y = df.withColumn("seq_no", F.monotonically_increasing_id())
+    y.createOrReplaceTempView("y")
+    stale = df.withColumn("checked", F.current_date())
+    DeltaTable.forName(spark, "dw.z").alias("t").merge(stale.alias("s"), "t.k = s.k").whenMatchedUpdateAll(
+        condition="t.checked < s.checked - INTERVAL 1 DAY").execute()
+    """
+    got = summary(lint_code(code, key_patterns=()))
+    assert got == [
+        ("ND001", 4, 33, "sequence", "event_ts"),
+        ("ND001", 7, 33, "sequence", "version"),
+        ("ND004", 11, 29, "sequence", "seq_no"),
+        ("ND001", 13, 34, "column", "checked"),  # compared with an expression, not itself: no sequence
+    ]

@@ -1,0 +1,84 @@
+"""File skipping that follows the batch: a clustered batch reads and rewrites only the files it must."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from sink_helpers import read_rows
+
+from upsertsink import UpsertSink
+from upsertsink.pruning import file_ranges, sql_literal
+
+FILES = 8
+ROWS_PER_FILE = 1000
+
+
+def _table(path: str) -> None:
+    """A table of FILES files, each holding one contiguous range of keys (as a clustered table does)."""
+    for f in range(FILES):
+        ids = np.arange(f * ROWS_PER_FILE, (f + 1) * ROWS_PER_FILE)
+        data = pa.table({"id": ids, "v": ids.astype(str), "seq": np.zeros(len(ids), np.int64)})
+        write_deltalake(path, data, mode="append")
+
+
+def _removed_files(path: str) -> int:
+    metrics = DeltaTable(path).history(1)[0]["operationMetrics"]
+    return int(metrics.get("num_target_files_removed", metrics.get("numTargetFilesRemoved", -1)))
+
+
+def test_ranges_cover_only_the_files_holding_batch_keys(tmp_path):
+    path = str(tmp_path / "t")
+    _table(path)
+    batch = pa.table({"id": pa.array([2500, 2501, 5999, 10_000_000, 10_000_001], pa.int64())})
+    found = file_ranges(DeltaTable(path), ("id",), batch)
+    assert found is not None and found.total_files == FILES
+    assert found.files == 2 and found.ranges == ((2000, 2999), (5000, 5999))  # the new keys need no file
+    only_new = file_ranges(DeltaTable(path), ("id",), pa.table({"id": pa.array([-5, 9_999_999], pa.int64())}))
+    assert only_new is not None and (only_new.files, only_new.ranges) == (0, ())
+
+
+def test_sql_literals_are_rendered_from_typed_values_only():
+    import datetime
+
+    assert sql_literal(42) == "42" and sql_literal("it's \\ ok") == "'it''s \\ ok'"
+    assert sql_literal(datetime.date(2026, 1, 2)) == "CAST('2026-01-02' AS DATE)"
+    with pytest.raises(TypeError):
+        sql_literal(1.5)
+
+
+def test_a_clustered_batch_rewrites_only_the_file_it_updates(engine, tmp_path):
+    path = str(tmp_path / "t")
+    _table(path)
+    updates = [{"id": i, "v": f"new{i}", "seq": 1} for i in range(3000, 3050)]
+    inserts = [{"id": i, "v": f"ins{i}", "seq": 1} for i in range(100_000, 100_050)]
+    schema = {"id": pa.int64(), "v": pa.string(), "seq": pa.int64()}
+    result = UpsertSink(path, "id", sequence_by="seq").write(engine.frame(updates + inserts, schema), batch_id=0)
+    assert (result.inserted, result.updated) == (50, 50)
+    assert _removed_files(path) == 1
+    rows = {r["id"]: r["v"] for r in read_rows(path)}
+    assert len(rows) == FILES * ROWS_PER_FILE + 50
+    assert rows[3000] == "new3000" and rows[3999] == "3999" and rows[100_049] == "ins100049"
+    meta = json.loads(DeltaTable(path).history(1)[0]["userMetadata"])
+    assert meta["files_scanned"] == 1
+
+
+def test_string_keys_with_quotes_and_backslashes_merge_with_pruning(engine, tmp_path):
+    path = str(tmp_path / "t")
+    schema = {"id": pa.string(), "v": pa.int64()}
+    first = [{"id": k, "v": 1} for k in ["a'b", "c\\d", "plain", "z''z"]]
+    sink = UpsertSink(path, "id")
+    sink.write(engine.frame(first, schema), batch_id=0)
+    sink.write(engine.frame([{"id": "a'b", "v": 2}, {"id": "c\\d", "v": 3}, {"id": "new'", "v": 4}], schema), batch_id=1)
+    assert {r["id"]: r["v"] for r in read_rows(path)} == {"a'b": 2, "c\\d": 3, "plain": 1, "z''z": 1, "new'": 4}
+
+
+def test_a_batch_of_only_new_keys_rewrites_no_file(engine, tmp_path):
+    path = str(tmp_path / "t")
+    _table(path)
+    schema = {"id": pa.int64(), "v": pa.string(), "seq": pa.int64()}
+    result = UpsertSink(path, "id").write(engine.frame([{"id": 50_000, "v": "x", "seq": 0}], schema), batch_id=0)
+    assert result.inserted == 1 and _removed_files(path) == 0

@@ -1,0 +1,270 @@
+"""The Spark engine's commits: create, MERGE (with the no-op filter and file pruning), marker-only, repair.
+
+Batch markers go through Delta's session settings ``spark.databricks.delta.write.txnAppId/txnVersion``,
+which are global to a SparkSession (delta-io/delta#3934). Commits therefore run in a child session
+(``newSession()``, one per thread and user session, kept between writes): concurrent writes from several
+threads never see each other's markers, and the user's session is never changed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from typing import Any
+
+import pyarrow as pa
+
+from upsertsink import batch as B
+from upsertsink import faults
+from upsertsink.conflicts import RetryableConflict, first_line, spark_conflict
+from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
+from upsertsink.errors import SchemaMismatchError
+from upsertsink.markers import Snapshot
+from upsertsink.pruning import FileRanges, file_ranges
+from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
+from upsertsink.tombstones import SEQUENCE, key_column
+
+log = logging.getLogger(__name__)
+
+_sessions = threading.local()
+
+
+def col(name: str):
+    """A Spark column reference to ``name``, quoted."""
+    from pyspark.sql import functions as F
+
+    return F.col(quote(name, "spark"))
+
+
+def analysis_error(err: BaseException) -> bool:
+    """Spark refused the plan (an analysis, parse or type error), as opposed to failing while running it."""
+    return type(err).__name__ in ("AnalysisException", "ParseException", "PySparkValueError", "PySparkTypeError")
+
+
+def child_session(spark: Any) -> Any:
+    """This thread's child session of ``spark``, with the user session's runtime settings copied in."""
+    cache: dict[int, tuple[Any, Any, dict[str, str]]] = getattr(_sessions, "cache", None) or {}
+    _sessions.cache = cache
+    entry = cache.get(id(spark))
+    if entry is None or entry[0] is not spark:
+        entry = (spark, spark.newSession(), {})
+        cache[id(spark)] = entry
+    _, child, copied = entry
+    for key, value in spark.conf.getAll.items():
+        if copied.get(key) != value and not key.startswith("spark.databricks.delta.write.txn"):
+            try:
+                child.conf.set(key, value)
+            except Exception as err:  # noqa: BLE001 - static settings cannot be set and are shared anyway
+                log.debug("not copied to the commit session: %s (%s)", key, err)
+            copied[key] = value
+    return child
+
+
+def commit(
+    spark: Any, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
+    metadata: dict[str, Any], evolve: bool,
+) -> CommitOutcome:
+    try:
+        if not snapshot.exists:
+            return _create(request, prepared, metadata)
+        return _merge(spark, request, prepared, snapshot, plan, metadata, evolve)
+    except RetryableConflict:
+        raise
+    except Exception as err:
+        conflict = spark_conflict(err)
+        if conflict is not None:
+            raise conflict from err
+        if analysis_error(err):
+            raise SchemaMismatchError(f"the write into {request.target} was refused: {first_line(err)}") from err
+        raise
+
+def _create(request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, Any]) -> CommitOutcome:
+    """The first batch: the table, its data and its marker in one commit (version 0)."""
+    from pyspark.sql import functions as F
+
+    df = prepared.data
+    if DELETE_FLAG in df.columns:  # a delete in a new table has nothing to delete
+        df = df.filter(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
+    writer = df.write.format("delta").mode("errorifexists").option("userMetadata", json.dumps(metadata))
+    if request.batch_id is not None:
+        writer = writer.option("txnAppId", request.app_id).option("txnVersion", str(request.batch_id))
+    if request.partition_by:
+        writer = writer.partitionBy(*request.partition_by)
+    if B.needs_column_mapping(df.columns):
+        writer = writer.option("delta.columnMapping.mode", "name")
+    writer.save(request.target)
+    faults.point("table-created")
+    from deltalake import DeltaTable
+
+    commit = DeltaTable(request.target, version=0, storage_options=request.storage_options).history(1)[0]
+    inserted = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
+    return CommitOutcome(version=0, inserted=inserted, updated=0, deleted=0, files_scanned=0)
+
+def _session(spark: Any, request: WriteRequest, metadata: dict[str, Any], marker: bool) -> Any:
+    session = child_session(spark)
+    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata))
+    session.conf.set("spark.databricks.delta.merge.materializeSource", "none")
+    if marker and request.batch_id is not None:
+        session.conf.set("spark.databricks.delta.write.txnAppId", request.app_id)
+        session.conf.set("spark.databricks.delta.write.txnVersion", str(request.batch_id))
+    else:
+        session.conf.unset("spark.databricks.delta.write.txnAppId")
+        session.conf.unset("spark.databricks.delta.write.txnVersion")
+    return session
+
+def _merge(
+    spark: Any, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
+    metadata: dict[str, Any], evolve: bool,
+) -> CommitOutcome:
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    found = file_ranges(snapshot.table, request.keys, prepared.key_values)
+    if found is not None:
+        metadata = {**metadata, "files_scanned": found.files}
+    session = _session(spark, request, metadata, marker=True)
+    source = _changed_rows(prepared.data, spark, request.target, plan, prepared.key_ranges, prepared.rows, found)
+    on = F.expr(plan.on("spark"))
+    pruning = _pruning(TARGET, prepared.key_ranges, found)
+    if pruning is not None:
+        on = on & pruning  # lets Delta skip target files that cannot hold the batch's keys
+    merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(source.alias(SOURCE), on)
+    if evolve:
+        merge = merge.withSchemaEvolution()
+    merge = _clauses(merge, plan)
+    before = snapshot.version
+    metrics = merge.execute().first()
+    version = _version(request)
+    if version != before:
+        faults.point("data-committed")
+    elif request.batch_id is not None:
+        # No row changed and Delta made no commit: record the marker alone with an empty append.
+        faults.point("marker-only-before")
+        empty = session.createDataFrame([], prepared.data.drop(DELETE_FLAG).schema)
+        empty.write.format("delta").mode("append").option("txnAppId", request.app_id).option(
+            "txnVersion", str(request.batch_id)
+        ).option("userMetadata", json.dumps(metadata)).save(request.target)
+        version = _version(request)
+        faults.point("marker-only-committed")
+    return CommitOutcome(
+        version=version,
+        inserted=int(metrics["num_inserted_rows"] or 0) if metrics else 0,
+        updated=int(metrics["num_updated_rows"] or 0) if metrics else 0,
+        deleted=int(metrics["num_deleted_rows"] or 0) if metrics else 0,
+    )
+
+def repair(spark: Any, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    assert request.sequence is not None
+    kc = [key_column(i) for i in range(len(request.keys))]
+    table = DeltaTable.forPath(spark, request.target)
+    seq_type = table.toDF().schema[request.sequence].dataType
+    source = spark.createDataFrame(deletes.select([*kc, SEQUENCE])).select(
+        *[F.col(c).alias(k) for c, k in zip(kc, request.keys, strict=True)],
+        F.col(SEQUENCE).cast(seq_type).alias(request.sequence), F.lit(True).alias(DELETE_FLAG),
+    )
+    plan = MergePlan(request.keys, (*request.keys, request.sequence), request.sequence, deletes=True, upserts=False)
+    try:
+        session = _session(spark, request, metadata, marker=False)
+        merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(
+            source.alias(SOURCE), F.expr(plan.on("spark"))
+        )
+        metrics = _clauses(merge, plan).execute().first()
+    except Exception as err:
+        conflict = spark_conflict(err)
+        if conflict is not None:
+            raise conflict from err
+        raise
+    return CommitOutcome(_version(request) or 0, 0, 0, int(metrics["num_deleted_rows"] or 0) if metrics else 0)
+
+
+def _clauses(merge: Any, plan: MergePlan) -> Any:
+    if plan.deletes:
+        merge = merge.whenMatchedDelete(condition=plan.delete_condition("spark"))
+    if plan.has_update:
+        merge = merge.whenMatchedUpdate(condition=plan.update_condition("spark"), set=plan.update_set("spark"))
+    if plan.upserts:
+        merge = merge.whenNotMatchedInsert(condition=plan.insert_condition("spark"), values=plan.insert_values("spark"))
+    return merge
+
+
+def _version(request: WriteRequest) -> int | None:
+    from deltalake import DeltaTable
+
+    return DeltaTable(request.target, storage_options=request.storage_options).version()
+
+
+def _pruning(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None, found: FileRanges | None):
+    """A condition on the target's keys that lets Delta skip files, as typed literals (never SQL text).
+
+    With file ranges (pruning.py): ``key BETWEEN lo1 AND hi1 OR ...`` over the files that can hold a batch key;
+    otherwise ``key BETWEEN batch-min AND batch-max`` for each ranged key.
+    """
+    from pyspark.sql import functions as F
+
+    def ref(key: str) -> Any:
+        return F.col(f"{alias}.{quote(key, 'spark')}" if alias else quote(key, "spark"))
+
+    if found is not None and found.narrows:
+        if not found.ranges:
+            return F.lit(False)
+        parts = [ref(found.key).between(F.lit(lo), F.lit(hi)) for lo, hi in found.ranges]
+        return functools.reduce(lambda a, b: a | b, parts)
+    cond = None
+    for key, (low, high) in (ranges or {}).items():
+        part = ref(key).between(F.lit(low), F.lit(high))
+        cond = part if cond is None else cond & part
+    return cond
+
+
+# Batches up to this many rows are broadcast when the no-op rows are looked up in the target.
+BROADCAST_MAX_ROWS = 2_000_000
+
+
+def _changed_rows(
+    df: Any, spark: Any, path: str, plan: MergePlan, ranges: dict[str, tuple[Any, Any]] | None, rows: int,
+    found: FileRanges | None = None,
+) -> Any:
+    """Drop source rows the MERGE would not apply: identical to the stored row, or not newer.
+
+    Delta's MERGE rewrites every file holding a matched key, even when the clause conditions leave the row
+    as it was; filtering first keeps unchanged rows (and the files holding them) untouched.
+    """
+    from pyspark.sql import functions as F
+
+    target = spark.read.format("delta").load(path)
+    pruning = _pruning(None, ranges, found)
+    if pruning is not None:
+        target = target.filter(pruning)
+    cols = [c for c in plan.columns if c in target.columns and c in df.columns]
+    tgt = target.select(*[col(c).alias(f"__t{i}") for i, c in enumerate(cols)])
+    idx = {c: i for i, c in enumerate(cols)}
+    on = functools.reduce(lambda a, b: a & b, [col(k).eqNullSafe(F.col(f"__t{idx[k]}")) for k in plan.keys])
+    unchanged = functools.reduce(
+        lambda a, b: a & b, [col(c).eqNullSafe(F.col(f"__t{idx[c]}")) for c in plan.value_columns if c in idx],
+        F.lit(True),
+    )
+    stale = F.lit(False)
+    if plan.sequence is not None and plan.sequence in idx:
+        t_seq = F.col(f"__t{idx[plan.sequence]}")
+        stale = t_seq.isNotNull() & (col(plan.sequence) <= t_seq)
+    noop = unchanged | stale
+    if plan.deletes:
+        # a delete is dropped only when it is not newer; its payload may well equal the stored row
+        noop = (~F.col(DELETE_FLAG) & noop) | (F.col(DELETE_FLAG) & stale)
+    if rows <= BROADCAST_MAX_ROWS:
+        # Broadcast the batch and stream the target past it once: the keys of the no-op rows come out
+        # (few columns, no shuffle of the target), and a broadcast anti-join drops them from the batch.
+        noop_keys = tgt.join(F.broadcast(df), on=on & noop, how="left_semi").select(
+            *[F.col(f"__t{idx[k]}").alias(f"__k{i}") for i, k in enumerate(plan.keys)]
+        )
+        match = functools.reduce(lambda a, b: a & b, [col(k) == F.col(f"__k{i}") for i, k in enumerate(plan.keys)])
+        changed = df.join(F.broadcast(noop_keys), on=match, how="left_anti")
+    else:
+        changed = df.join(tgt, on=on & noop, how="left_anti")
+    # Checkpointed lazily: the MERGE reads its source twice, its first read fills the checkpoint.
+    return changed.localCheckpoint(eager=False)

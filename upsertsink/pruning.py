@@ -1,0 +1,146 @@
+"""Which files of the target can hold the batch's keys: file skipping that follows the batch, not the table.
+
+Delta keeps each file's min/max per column. A batch usually touches a few narrow key ranges (updates of recent
+keys, inserts of new ones beyond the end), yet one ``key BETWEEN batch-min AND batch-max`` spans everything in
+between. This module reads the file statistics (with deltalake, on both engines), finds the files whose
+[min, max] contains at least one of the batch's key values, and returns their ranges, merged: the engines add
+``(key BETWEEN lo1 AND hi1 OR key BETWEEN lo2 AND hi2 ...)`` to the MERGE condition, so the MERGE (and, on
+Spark, the no-op filter) reads only those files, while new keys outside every file are inserted unread.
+
+The ranges are computed from exact file statistics only: a file without statistics for the key, a string
+statistic that may be truncated, or a key type we do not prune on disables pruning (the MERGE then reads what
+it always read). Results are tested by ``tests/test_pruning.py`` against the files each commit rewrote.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+log = logging.getLogger(__name__)
+
+MAX_RANGES = 32  # more touched files than this: neighbouring ranges are merged (a superset stays correct)
+STRING_STATS_PREFIX = 32  # Delta writers may truncate string statistics beyond this many characters
+
+
+@dataclass(frozen=True)
+class FileRanges:
+    """The key ranges of the files a batch can touch: ``key`` -> sorted, disjoint (low, high) pairs."""
+
+    key: str
+    ranges: tuple[tuple[Any, Any], ...]
+    files: int  # files those ranges cover (the files the MERGE may read)
+    total_files: int
+
+    @property
+    def narrows(self) -> bool:
+        """True when the ranges leave some file out (else a predicate would only cost time)."""
+        return self.files < self.total_files
+
+
+def _prunable(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _stats(table: Any, key: str) -> tuple[pa.Array, pa.Array] | None:
+    actions = pa.table(table.get_add_actions(flatten=True))
+    lo, hi = f"min.{key}", f"max.{key}"
+    if actions.num_rows == 0 or lo not in actions.column_names or hi not in actions.column_names:
+        return None
+    mins, maxs = actions[lo].combine_chunks(), actions[hi].combine_chunks()
+    if mins.null_count or maxs.null_count:
+        return None  # a file without statistics could hold any key
+    return mins, maxs
+
+
+def file_ranges(table: Any, keys: tuple[str, ...], batch_keys: pa.Table | None) -> FileRanges | None:
+    """The ranges of the target files that can hold any key of ``batch_keys`` (a table of key columns).
+
+    None when pruning does not apply (no statistics, a key type not pruned on, column mapping, no batch keys).
+    """
+    if batch_keys is None or batch_keys.num_rows == 0:
+        return None
+    if table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none":
+        return None  # statistics are kept under physical names
+    for key in keys:
+        values = batch_keys[key]
+        if not _prunable(values.type) or values.null_count:
+            continue
+        stats = _stats(table, key)
+        if stats is None:
+            continue
+        mins, maxs = stats
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            longest = pc.max(pc.utf8_length(pa.concat_arrays([mins.cast(pa.string()), maxs.cast(pa.string())])))
+            if (longest.as_py() or 0) >= STRING_STATS_PREFIX:
+                continue
+        try:
+            mins, maxs = mins.cast(values.type), maxs.cast(values.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        return _ranges(key, values, mins, maxs)
+    return None
+
+
+def _as_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    if pa.types.is_date(arr.type):
+        arr = arr.cast(pa.int32()) if pa.types.is_date32(arr.type) else arr.cast(pa.date32()).cast(pa.int32())
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _ranges(key: str, values: pa.ChunkedArray, mins: pa.Array, maxs: pa.Array) -> FileRanges:
+    lo, hi = _as_numpy(mins), _as_numpy(maxs)
+    bounds = pc.min_max(values)
+    low, high = _as_numpy(pa.array([bounds["min"].as_py()], values.type)), _as_numpy(
+        pa.array([bounds["max"].as_py()], values.type)
+    )
+    hits = (lo <= high[0]) & (hi >= low[0])  # files overlapping the batch's range at all
+    if hits.sum() > 1:  # several candidates: which of them hold a batch key (sorting costs; skip it for one)
+        sorted_values = np.sort(_as_numpy(values))  # repeats do no harm to the searches below
+        hits &= np.searchsorted(sorted_values, lo, side="left") < np.searchsorted(sorted_values, hi, side="right")
+    order = np.argsort(lo[hits], kind="stable")
+    touched_lo, touched_hi = lo[hits][order], hi[hits][order]
+    merged: list[list[Any]] = []
+    for a, b in zip(touched_lo, touched_hi, strict=True):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    while len(merged) > MAX_RANGES:  # join the two neighbours with the smallest gap between them
+        gaps = [_gap(merged[i][1], merged[i + 1][0]) for i in range(len(merged) - 1)]
+        i = int(np.argmin(gaps))
+        merged[i : i + 2] = [[merged[i][0], merged[i + 1][1]]]
+    to_py = mins.type
+    ranges = tuple((_py(a, to_py), _py(b, to_py)) for a, b in merged)
+    return FileRanges(key, ranges, int(hits.sum()), len(lo))
+
+
+def _gap(a: Any, b: Any) -> float:
+    try:
+        return float(b - a)
+    except TypeError:  # strings: no distance; merge in order
+        return 0.0
+
+
+def _py(value: Any, t: pa.DataType) -> Any:
+    if pa.types.is_date(t):
+        return pa.scalar(int(value), pa.int32()).cast(pa.date32()).as_py()
+    return value.item() if hasattr(value, "item") else value
+
+
+def sql_literal(value: Any) -> str:
+    """A DataFusion literal for a range bound computed here from typed values (an int, a date, a str)."""
+    import datetime
+
+    if isinstance(value, bool) or not isinstance(value, (int, str, datetime.date)):
+        raise TypeError(f"no literal for {type(value).__name__}")
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, datetime.date):
+        return f"CAST('{value.isoformat()}' AS DATE)"
+    return "'" + value.replace("'", "''") + "'"  # DataFusion takes backslashes literally; quotes are doubled
