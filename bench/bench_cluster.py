@@ -54,7 +54,11 @@ def embedded_job(target: str, options: dict[str, str] | None) -> dict:
 
 
 def converged(target: str, options: dict[str, str] | None, *writers: int, extra: dict | None = None) -> bool:
-    return F.state(target, options) == {**F.expected(*writers), **(extra or {})}
+    try:
+        return F.state(target, options) == {**F.expected(*writers), **(extra or {})}
+    except AssertionError as err:  # a duplicate key: not converged, and said so
+        print(f"not converged: {err}", flush=True)
+        return False
 
 
 def concurrent_run(state, out: Path) -> dict:
@@ -94,8 +98,9 @@ def concurrent_run(state, out: Path) -> dict:
 
     for commit in DeltaTable(target, storage_options=options).history():
         meta = decode_metadata(commit)
-        if meta:
-            counts[(meta["app_id"], meta["batch_id"])] = counts.get((meta["app_id"], meta["batch_id"]), 0) + 1
+        if meta and meta.get("batch_id") is not None:  # repair commits carry no batch id
+            key = (meta.get("app_id"), meta["batch_id"])
+            counts[key] = counts.get(key, 0) + 1
     for app_id in ("shared", "own-s", "own-e"):
         once &= all(counts.get((app_id, b)) == 1 for b in range(F.BATCHES))
     ok = converged(target, options, 0, 1, 2, extra={10_000: ("seed", 0)}) and once

@@ -30,8 +30,8 @@ def commits_per_batch(path: str, options: dict[str, str]) -> Counter:
     found: Counter = Counter()
     for commit in DeltaTable(path, storage_options=options).history():
         meta = decode_metadata(commit)
-        if meta:
-            found[(meta["app_id"], meta["batch_id"])] += 1
+        if meta and meta.get("batch_id") is not None:  # repair commits carry no batch id
+            found[(meta.get("app_id"), meta["batch_id"])] += 1
     return found
 
 
