@@ -212,7 +212,7 @@ def main() -> None:
         "master": "local[2]",
         "driver_memory": args.driver_memory,
         "machine": {"cpus": os.cpu_count(), "cpu_model": cpu_model(), "memory_gib": mem_gib(),
-                    "python": platform.python_version()},  # fmt: skip
+                    "python": platform.python_version()},
         "load_average_start": load_start,
         "load_average_end": load_end,
         "versions": {name: dist(name) for name in ("pyspark", "delta-spark", "upsertsink", "datacompy")},

@@ -182,8 +182,10 @@ def open_delta(src: PathInput) -> Any:
     """The deltalake ``DeltaTable`` of a Delta input, at its version."""
     import deltalake
 
-    try:
-        return deltalake.DeltaTable(src.path, version=src.version)
+    from upsertsink.storage import deltalake_options
+
+    try:  # object-store URIs read with the same settings as the Spark session's s3a configuration
+        return deltalake.DeltaTable(src.path, version=src.version, storage_options=deltalake_options(src.path))
     except Exception as exc:  # deltalake raises its own error types
         raise unreadable(src, exc) from exc
 

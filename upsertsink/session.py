@@ -75,9 +75,15 @@ def _local_defaults(master: str) -> dict[str, str]:
     }
 
 
-def spark_session(app_name: str = "upsertsink", master: str = "local[*]", **conf: Any):
+def _submitted() -> bool:
+    """True when this Python process was started by ``spark-submit`` (which chose the master and JARs)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def spark_session(app_name: str = "upsertsink", master: str | None = None, **conf: Any):
     """Return a SparkSession with Delta Lake enabled (JARs from ~/.m2, fetched by Maven if missing).
 
+    ``master`` defaults to ``local[*]``; under ``spark-submit`` the submitted master and ``--jars`` are kept.
     Keyword arguments are Spark settings, e.g. ``spark_session(**{"spark.sql.shuffle.partitions": "8"})``.
     When this starts the JVM, its start-up messages (log4j set-up, native-library and JVM warnings) are
     kept off the terminal: they are logged at DEBUG on ``upsertsink.session``, and shown in the error if
@@ -89,29 +95,37 @@ def spark_session(app_name: str = "upsertsink", master: str = "local[*]", **conf
 
     from upsertsink import jars
 
+    submitted = _submitted()
+    explicit_master = master is not None
+    if master is None:
+        master = SparkConf().get("spark.master", "local[*]") if submitted else "local[*]"
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers run upsertsink's own code (the Spark engine's one-pass batch statistics): they use this
     # interpreter unless the user chose another.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings: dict[str, str] = {**_local_defaults(master), **_DELTA_CONF}
-    paths = jars.delta_jars() or jars.ensure()
-    settings["spark.jars"] = ",".join(str(p) for p in paths)
+    if not submitted:
+        paths = jars.delta_jars() or jars.ensure()
+        settings["spark.jars"] = ",".join(str(p) for p in paths)
     settings.update({k: str(v) for k, v in conf.items()})
     starts_jvm = (
         SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ and os.name == "posix"
     )
+    chosen = master if explicit_master or not submitted else None  # spark-submit's master stays
     if starts_jvm:
         spark_conf = SparkConf().setAppName(app_name).setMaster(master).setAll(list(settings.items()))
         with _QuietJvm() as quiet:
             SparkContext(conf=spark_conf, gateway=quiet.launch(spark_conf))
-            session = _build(SparkSession, app_name, master, settings)
+            session = _build(SparkSession, app_name, chosen, settings)
         return session
-    return _build(SparkSession, app_name, master, settings)
+    return _build(SparkSession, app_name, chosen, settings)
 
 
-def _build(session_class: Any, app_name: str, master: str, settings: dict[str, str]) -> Any:
-    builder = session_class.builder.appName(app_name).master(master)
+def _build(session_class: Any, app_name: str, master: str | None, settings: dict[str, str]) -> Any:
+    builder = session_class.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
