@@ -33,8 +33,9 @@ from upsertsink.tombstones import SEQUENCE, key_column
 
 log = logging.getLogger(__name__)
 
-# Batches up to this many rows are collected and prepared on the driver (as the embedded engine does).
-LOCAL_ROWS = 50_000
+# Batches up to this many rows are collected once and prepared on the driver (as the embedded engine does):
+# for them one collect costs less than a distributed pass through the Python workers.
+LOCAL_ROWS = 500_000
 OK_PREFIX = "__upsertsink_ok_"  # per cast column: the value fits the table's type (dropped before the MERGE)
 STALE = "__upsertsink_stale"
 _RANGE_CATEGORIES = {"integer", "decimal", "string", "date", "timestamp"}
