@@ -104,6 +104,27 @@ def test_a_resend_repairs_when_the_writer_died_before_its_repair(tmp_path, monke
     assert ids(path) == [9]
 
 
+def test_two_writers_inserting_the_same_new_key_leave_one_row(engine, tmp_path):
+    """A key beyond every file is inserted unread; a racing insert of that key must still conflict.
+
+    The file-pruning condition once covered only the files holding batch keys (``FALSE`` when none did), so the
+    commit's read predicate left the new key out, the conflict check let both inserts in: a duplicate key.
+    """
+    path = str(tmp_path / "t")
+    schema = {"id": pa.int64(), "name": pa.string()}
+    first, second = UpsertSink(path, "id", app_id="first"), UpsertSink(path, "id", app_id="second")
+    first.write(engine.frame([{"id": i, "name": "old"} for i in range(100)], schema), batch_id=0)
+
+    def race():
+        second.write(pa.Table.from_pylist([{"id": 500, "name": "second"}], schema=pa.schema(schema)), batch_id=0)
+
+    with faults.hook("before-commit", race):
+        first.write(engine.frame([{"id": 500, "name": "first"}, {"id": 7, "name": "x"}], schema), batch_id=1)
+    rows = read_rows(path)
+    assert len(rows) == 100 + 1 and len({r["id"] for r in rows}) == len(rows)
+    assert {r["name"] for r in rows if r["id"] == 500} == {"first"}
+
+
 # -- new tables -------------------------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import numpy as np
 import pyarrow as pa
@@ -36,9 +37,29 @@ def test_ranges_cover_only_the_files_holding_batch_keys(tmp_path):
     batch = pa.table({"id": pa.array([2500, 2501, 5999, 10_000_000, 10_000_001], pa.int64())})
     found = file_ranges(DeltaTable(path), ("id",), batch)
     assert found is not None and found.total_files == FILES
-    assert found.files == 2 and found.ranges == ((2000, 2999), (5000, 5999))  # the new keys need no file
+    # two files hold batch keys; the new keys need no file, but the condition still covers them (a racing
+    # writer may insert them: the MERGE must match them and the conflict check must see them)
+    assert found.files == 2 and found.ranges == ((2000, 2999), (5000, 5999), (10_000_000, 10_000_001))
     only_new = file_ranges(DeltaTable(path), ("id",), pa.table({"id": pa.array([-5, 9_999_999], pa.int64())}))
-    assert only_new is not None and (only_new.files, only_new.ranges) == (0, ())
+    assert only_new is not None and (only_new.files, only_new.ranges) == (0, ((-5, -5), (9_999_999, 9_999_999)))
+
+
+def test_every_batch_key_is_inside_the_ranges_and_new_keys_read_no_file(tmp_path):
+    """Property over random batches: the condition is a superset of the batch keys, and counts its files."""
+    path = str(tmp_path / "t")
+    _table(path)
+    table = DeltaTable(path)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    lo, hi = actions["min.id"].to_pylist(), actions["max.id"].to_pylist()
+    rng = random.Random(7)
+    for _ in range(50):
+        keys = [rng.randrange(-1000, 12_000) for _ in range(rng.randrange(1, 40))]
+        found = file_ranges(table, ("id",), pa.table({"id": pa.array(keys, pa.int64())}))
+        assert found is not None
+        assert all(any(a <= k <= b for a, b in found.ranges) for k in keys), (keys, found.ranges)
+        holding = sum(any(a <= k <= b for k in keys) for a, b in zip(lo, hi, strict=True))
+        reading = sum(any(a <= f_hi and f_lo <= b for a, b in found.ranges) for f_lo, f_hi in zip(lo, hi, strict=True))
+        assert found.files == reading >= holding
 
 
 def test_sql_literals_are_rendered_from_typed_values_only():

@@ -111,29 +111,50 @@ def _as_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 def _ranges(key: str, values: pa.ChunkedArray, mins: pa.Array, maxs: pa.Array) -> tuple[FileRanges, np.ndarray]:
     lo, hi = _as_numpy(mins), _as_numpy(maxs)
-    bounds = pc.min_max(values)
-    low, high = _as_numpy(pa.array([bounds["min"].as_py()], values.type)), _as_numpy(
-        pa.array([bounds["max"].as_py()], values.type)
-    )
-    hits = (lo <= high[0]) & (hi >= low[0])  # files overlapping the batch's range at all
-    if hits.sum() > 1:  # several candidates: which of them hold a batch key (sorting costs; skip it for one)
-        sorted_values = np.sort(_as_numpy(values))  # repeats do no harm to the searches below
-        hits &= np.searchsorted(sorted_values, lo, side="left") < np.searchsorted(sorted_values, hi, side="right")
-    order = np.argsort(lo[hits], kind="stable")
-    touched_lo, touched_hi = lo[hits][order], hi[hits][order]
-    merged: list[list[Any]] = []
-    for a, b in zip(touched_lo, touched_hi, strict=True):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    while len(merged) > MAX_RANGES:  # join the two neighbours with the smallest gap between them
-        gaps = [_gap(merged[i][1], merged[i + 1][0]) for i in range(len(merged) - 1)]
+    sorted_values = np.sort(_as_numpy(values))  # repeats do no harm to the searches below
+    # the files that hold at least one batch key in their [min, max]
+    hits = np.searchsorted(sorted_values, lo, side="left") < np.searchsorted(sorted_values, hi, side="right")
+    spans = _merge(sorted(zip(lo[hits], hi[hits]), key=lambda p: p[0]))
+    # Keys outside every file are inserted unread, but the condition must still cover them: the MERGE may run
+    # on a newer snapshot than the statistics (Spark reads the latest version), and the commit's read predicate
+    # is what the conflict check tests a racing writer's new files against. Such keys lie in the gaps between
+    # the files' ranges; each gap gets the range of its own new keys, which holds no file of this snapshot.
+    everything = _merge(sorted(zip(lo, hi), key=lambda p: p[0]))
+    starts = np.array([a for a, _ in spans], dtype=sorted_values.dtype)
+    ends = np.array([b for _, b in spans], dtype=sorted_values.dtype)
+    at = np.searchsorted(starts, sorted_values, side="right") - 1
+    covered = np.zeros(len(sorted_values), bool)
+    if len(spans):
+        covered = (at >= 0) & (sorted_values <= ends[np.maximum(at, 0)])
+    outside = sorted_values[~covered]
+    if len(outside):
+        gap = np.searchsorted(np.array([a for a, _ in everything], dtype=sorted_values.dtype), outside, side="right")
+        cuts = np.flatnonzero(np.diff(gap)) + 1
+        for group in np.split(outside, cuts):
+            spans.append((group[0], group[-1]))
+        spans = _merge(sorted(spans, key=lambda p: p[0]))
+    while len(spans) > MAX_RANGES:  # join the two neighbours with the smallest gap between them
+        gaps = [_gap(spans[i][1], spans[i + 1][0]) for i in range(len(spans) - 1)]
         i = int(np.argmin(gaps))
-        merged[i : i + 2] = [[merged[i][0], merged[i + 1][1]]]
+        spans[i : i + 2] = [(spans[i][0], spans[i + 1][1])]
+    # the files the MERGE may read: those overlapping a range (joined neighbours can take in a file between them)
+    reads = np.zeros(len(lo), bool)
+    for a, b in spans:
+        reads |= (lo <= b) & (hi >= a)
     to_py = mins.type
-    ranges = tuple((_py(a, to_py), _py(b, to_py)) for a, b in merged)
-    return FileRanges(key, ranges, int(hits.sum()), len(lo)), hits
+    ranges = tuple((_py(a, to_py), _py(b, to_py)) for a, b in spans)
+    return FileRanges(key, ranges, int(reads.sum()), len(lo)), reads
+
+
+def _merge(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Overlapping (low, high) pairs, sorted by low, joined into disjoint ones."""
+    merged: list[tuple[Any, Any]] = []
+    for a, b in pairs:
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
 
 
 def _gap(a: Any, b: Any) -> float:
