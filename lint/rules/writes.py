@@ -840,10 +840,11 @@ confs `spark.databricks.delta.write.txnAppId`/`txnVersion`, or for writes throug
     why="A restarted query runs its last epoch again, and the append writes the same rows a second time "
     "(duplicates).",
     fix={
-        "write": 'make the write skip a committed epoch: for Delta, add `.option("txnAppId", "<job name>")` '
-        'and `.option("txnVersion", epoch_id)` (`--fix` does this), or upsert with '
-        "`foreachBatch(UpsertSink(path, keys=[...]).foreach_batch)`; for JDBC or Kafka, write with a key the "
-        "sink can deduplicate on (a MERGE/upsert keyed by the row's key and the epoch id).",
+        "write": 'make the write skip an epoch it already committed: for Delta, add `.option("txnAppId", '
+        '"<writer name>")` and `.option("txnVersion", epoch_id)` (`--fix` adds them to a Delta append in a '
+        "foreachBatch function), or upsert with `foreachBatch(UpsertSink(path, keys=[...]).foreach_batch)`; "
+        "for JDBC or Kafka, make the write idempotent downstream (an upsert keyed by the row's key, or records "
+        "keyed by the epoch id and deduplicated).",
     },
     autofix='Safe: a Delta append (`.format("delta")` then `save`/`saveAsTable`) in a `foreachBatch` function '
     'gains `.option("txnAppId", "<module>.<function>")` and `.option("txnVersion", <epoch id>)` right after '
