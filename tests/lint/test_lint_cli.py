@@ -82,6 +82,7 @@ def test_usage_errors_exit_2(project: Path, args: tuple[str, ...]) -> None:
     result = CliRunner().invoke(lint_command, list(args))
     assert result.exit_code == 2, result.output
     assert result.stdout == ""  # errors go to stderr; stdout stays parseable
+    assert result.stderr.startswith("upsertsink: error: ") and result.stderr.count("\n") == 1
 
 
 def test_invalid_config_exits_2(project: Path) -> None:
