@@ -130,7 +130,7 @@ def fix_file(shown: str, text: str, findings: list[Finding], module: str, unsafe
     except Exception as exc:  # noqa: BLE001 - a file libcst cannot read is left alone
         edit.skipped = [(f, f"libcst cannot parse the file ({exc.__class__.__name__})") for f, _ in chosen]
         return edit
-    transformer = _Fixer([spec for _, spec in chosen], module)
+    transformer = _fixer([spec for _, spec in chosen], module)
     new = cst.MetadataWrapper(tree).visit(transformer).code
     try:
         ast.parse(new)
@@ -147,60 +147,51 @@ def fix_file(shown: str, text: str, findings: list[Finding], module: str, unsafe
     return edit
 
 
-def _fixer_base():
+def _fixer(specs: list[FixSpec], module: str):
+    """The libcst transformer that applies ``specs`` in one pass (libcst is imported only here)."""
     import libcst as cst
     from libcst.metadata import PositionProvider
 
-    class Base(cst.CSTTransformer):
+    class Fixer(cst.CSTTransformer):
         METADATA_DEPENDENCIES = (PositionProvider,)
 
-    return Base
+        def __init__(self) -> None:
+            super().__init__()
+            self.by_node: dict[tuple[str, tuple[int, int, int, int]], list[int]] = {}
+            for i, spec in enumerate(specs):
+                self.by_node.setdefault((spec.kind, spec.span), []).append(i)
+            self.applied: set[int] = set()
+            self.reasons: dict[int, str] = {}
 
+        def _span(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
+            r = self.get_metadata(PositionProvider, node)
+            return (r.start.line, r.start.column + 1, r.end.line, r.end.column + 1)
 
-def _span_of(transformer, node) -> tuple[int, int, int, int]:
-    from libcst.metadata import PositionProvider
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            for i in self.by_node.get(("add-keyword", self._span(original)), ()):
+                spec = specs[i]
+                name = spec.param("name")
+                if any(a.keyword is not None and a.keyword.value == name for a in updated.args):
+                    self.reasons[i] = f"the call already has `{name}=`"
+                    continue
+                updated = _add_keyword(updated, name, spec.param("value"))
+                self.applied.add(i)
+            return updated
 
-    r = transformer.get_metadata(PositionProvider, node)
-    return (r.start.line, r.start.column + 1, r.end.line, r.end.column + 1)
+        def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+            for i in self.by_node.get(("txn-options", self._span(original)), ()):
+                if updated.attr.value != "write":
+                    self.reasons[i] = "the node at the finding is not `.write`"
+                    continue
+                spec = specs[i]
+                appid = app_id(module, spec.param("function"), spec.param("index"))
+                self.applied.add(i)
+                return _with_options(
+                    updated, [("txnAppId", json.dumps(appid)), ("txnVersion", spec.param("epoch"))]
+                )
+            return updated
 
-
-class _Fixer(_fixer_base()):  # type: ignore[misc]
-    """One pass over the module applying every chosen fix at its node."""
-
-    def __init__(self, specs: list[FixSpec], module: str) -> None:
-        super().__init__()
-        self.module = module
-        self.by_node: dict[tuple[str, tuple[int, int, int, int]], list[int]] = {}
-        self.specs = specs
-        for i, spec in enumerate(specs):
-            self.by_node.setdefault((spec.kind, spec.span), []).append(i)
-        self.applied: set[int] = set()
-        self.reasons: dict[int, str] = {}
-
-    def leave_Call(self, original, updated):
-        for i in self.by_node.get(("add-keyword", _span_of(self, original)), ()):
-            spec = self.specs[i]
-            name = spec.param("name")
-            if any(a.keyword is not None and a.keyword.value == name for a in updated.args):
-                self.reasons[i] = f"the call already has `{name}=`"
-                continue
-            updated = _add_keyword(updated, name, spec.param("value"))
-            self.applied.add(i)
-        return updated
-
-    def leave_Attribute(self, original, updated):
-        for i in self.by_node.get(("txn-options", _span_of(self, original)), ()):
-            if updated.attr.value != "write":
-                self.reasons[i] = "the node at the finding is not `.write`"
-                continue
-            spec = self.specs[i]
-            appid = app_id(self.module, spec.param("function"), spec.param("index"))
-            updated = _with_options(
-                updated, [("txnAppId", json.dumps(appid)), ("txnVersion", spec.param("epoch"))]
-            )
-            self.applied.add(i)
-            break
-        return updated
+    return Fixer()
 
 
 def _add_keyword(call, name: str, value: str):

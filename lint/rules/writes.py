@@ -30,6 +30,8 @@ _BATCH_PARAM = re.compile(r"^(micro_?)?(batch|epoch)_?(id|no|num|number|idx|inde
 _BATCH_WORD = re.compile(r"batch|epoch|chunk|micro", re.IGNORECASE)
 _TXN_CONFS = frozenset({"spark.databricks.delta.write.txnappid", "spark.databricks.delta.write.txnversion"})
 _TXN_OPTIONS = frozenset({"txnappid", "txnversion"})
+# Sinks whose "append" is an upsert by the table's primary key: a replayed epoch overwrites itself.
+_UPSERTING_FORMATS = frozenset({"org.apache.spark.sql.cassandra", "cassandra"})
 _TERMINALS = frozenset({"save", "saveAsTable", "insertInto", "jdbc", "parquet", "csv", "json", "orc", "text"})
 _UPDATE_CLAUSES = {  # method -> (keyword of the map, its position, keyword of the condition, its position)
     "whenMatchedUpdate": ("set", 1, "condition", 0),
@@ -347,7 +349,7 @@ def _check_append(ana: Any, call: ast.Call, scope: Any, bf: BatchFn, index: dict
     if m not in _TERMINALS and m != "append":
         return
     w = _writer(ana, call, scope)
-    if w is None or not _appends(ana, call, scope, w):
+    if w is None or w.fmt in _UPSERTING_FORMATS or not _appends(ana, call, scope, w):
         return
     if _TXN_OPTIONS <= w.options or _txn_marked(ana, bf):
         return
@@ -835,7 +837,8 @@ appends to tables and paths (`mode("append")`, `insertInto` without `overwrite=T
 `INSERT INTO` (not `INSERT OVERWRITE` / `REPLACE WHERE`), in the function passed to `foreachBatch`, in a
 function with a batch/epoch id parameter (`batch_id`, `epoch_id`, `batchId`...), and in the module's
 functions they call. Not reported when the write carries both options, when the function sets the session
-confs `spark.databricks.delta.write.txnAppId`/`txnVersion`, or for writes through UpsertSink.
+confs `spark.databricks.delta.write.txnAppId`/`txnVersion`, for writes through UpsertSink, or for
+Cassandra (its writes are upserts by primary key).
 """,
     why="A restarted query runs its last epoch again, and the append writes the same rows a second time "
     "(duplicates).",

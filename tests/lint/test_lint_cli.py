@@ -327,7 +327,7 @@ def test_linter_never_imports_pyspark(project: Path) -> None:
         "from click.testing import CliRunner\n"
         "from upsertsink.lint.cli import lint_command\n"
         "CliRunner().invoke(lint_command, ['jobs', '--no-cache'])\n"
-        "heavy = ('pyspark', 'py4j', 'pandas', 'pyarrow', 'deltalake', 'delta')\n"
+        "heavy = ('pyspark', 'py4j', 'pandas', 'pyarrow', 'deltalake', 'delta', 'libcst')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
     )
     out = subprocess.run(

@@ -240,3 +240,18 @@ def test_files_without_batch_functions_merges_or_sinks_give_no_write_finding() -
             print(run, batch_id, result)
     """
     assert lint_code(code) == []
+
+
+def test_cassandra_appends_are_upserts() -> None:
+    code = """
+        def writeCountsToCassandra(updatedCountsDF, batchId):
+            (updatedCountsDF
+              .write
+              .format("org.apache.spark.sql.cassandra")
+              .mode("append")
+              .options(table=tableName, keyspace=keyspaceName)
+              .save())
+
+        counts.writeStream.foreachBatch(writeCountsToCassandra).outputMode("update").start()
+    """
+    assert lint_code(code) == []
