@@ -71,6 +71,7 @@ class _LintCommand(click.Command):
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "--format",
+    "--output-format",
     "fmt",
     type=click.Choice(FORMATS),
     default="text",
@@ -120,7 +121,7 @@ class _LintCommand(click.Command):
     metavar="FILE",
     help="Write the report to FILE instead of stdout.",
 )
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings are reported (2 stays 2).")
+@click.option("--exit-zero", "-e", is_flag=True, help="Exit 0 even when findings are reported (2 stays 2).")
 @click.option("--quiet", "-q", is_flag=True, help="Print the findings only: no summary, hints or progress.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the content-hash cache.")
 @click.option("--clean", is_flag=True, help="Delete the lint cache of the project, then exit.")

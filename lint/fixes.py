@@ -58,13 +58,15 @@ class FileEdit:
 
     def diff(self) -> str:
         """A unified diff of the change (``--- path`` / ``+++ path``, as ruff prints it)."""
+        lines = difflib.unified_diff(
+            self.before.splitlines(keepends=True),
+            self.after.splitlines(keepends=True),
+            fromfile=self.path,
+            tofile=self.path,
+        )
+        # a last line without a newline is marked as diff(1) marks it, so diffs of several files concatenate
         return "".join(
-            difflib.unified_diff(
-                self.before.splitlines(keepends=True),
-                self.after.splitlines(keepends=True),
-                fromfile=self.path,
-                tofile=self.path,
-            )
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
         )
 
 
@@ -211,11 +213,12 @@ def _add_keyword(call, name: str, value: str):
     last = args[-1]
     if isinstance(last.comma, cst.Comma):
         # trailing comma: the new argument goes after it, on the same layout, and keeps a trailing comma
-        between = (
-            args[-2].comma.whitespace_after
-            if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
-            else None
-        )
+        if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
+            between = args[-2].comma.whitespace_after
+        elif isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+            between = call.whitespace_before_args  # one argument on its own line: the new one goes below
+        else:
+            between = None
         sep = cst.Comma(whitespace_after=between if between is not None else cst.SimpleWhitespace(" "))
         args[-1] = last.with_changes(comma=sep)
         args.append(arg.with_changes(comma=last.comma))
