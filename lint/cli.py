@@ -263,8 +263,8 @@ def _add_noqa(result: RunResult, quiet: bool) -> None:
     if not quiet:
         noun = "directive" if added == 1 else "directives"
         _note(f"Added {added} noqa {noun} to {files} file{'s' if files != 1 else ''}.")
-        for path, line, why in skipped:
-            _note(f"{path}:{line}: no noqa added ({why})")
+        for where, why in skipped:
+            _note(f"{where}: no noqa added ({why})")
 
 
 def _clean(settings: Settings, quiet: bool) -> None:

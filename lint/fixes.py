@@ -248,6 +248,21 @@ def _with_options(node, options: list[tuple[str, str]]):
 
 
 # ------------------------------------------------------------------------------------------------ noqa
+def _with_directive(body: str, codes: set[str]) -> str | None:
+    """A line (without its newline) with ``# noqa: CODES`` added or merged into its directive; None when
+    nothing changes (a bare ``# noqa`` covers every code already)."""
+    m = _NOQA_RE.search(body)
+    if m is not None and not m.group("codes"):
+        return None
+    if m is not None:
+        have = [c.upper() for c in re.split(r"[\s,]+", m.group("codes")) if c]
+        merged = have + sorted(c for c in codes if c not in have)
+        if merged == have:
+            return None
+        return body[: m.start()] + _DIRECTIVE + ", ".join(merged) + body[m.end() :]
+    return body.rstrip() + "  " + _DIRECTIVE + ", ".join(sorted(codes))
+
+
 def add_noqa(shown: str, text: str, findings: list[Finding]) -> tuple[FileEdit, int]:
     """Insert ``# noqa: CODE`` for every finding (at the line the checker reads it from); returns the edit
     and the number of directives added or extended."""
@@ -272,19 +287,10 @@ def add_noqa(shown: str, text: str, findings: list[Finding]) -> tuple[FileEdit, 
     for number, codes in sorted(wanted.items()):
         raw = lines[number - 1]
         body = raw.rstrip("\r\n")
-        eol = raw[len(body) :]
-        m = _NOQA_RE.search(body)
-        if m is not None and not m.group("codes"):
-            continue  # a bare directive already covers every code
-        if m is not None:
-            have = [c.upper() for c in re.split(r"[\s,]+", m.group("codes")) if c]
-            merged = have + sorted(c for c in codes if c not in have)
-            if merged == have:
-                continue
-            body = body[: m.start()] + _DIRECTIVE + ", ".join(merged) + body[m.end() :]
-        else:
-            body = body.rstrip() + "  " + _DIRECTIVE + ", ".join(sorted(codes))
-        lines[number - 1] = body + (eol or ("\n" if number < len(lines) else ""))
+        new = _with_directive(body, codes)
+        if new is None:
+            continue
+        lines[number - 1] = new + (raw[len(body) :] or ("\n" if number < len(lines) else ""))
         count += 1
     edit.after = "".join(lines)
     try:
@@ -294,4 +300,70 @@ def add_noqa(shown: str, text: str, findings: list[Finding]) -> tuple[FileEdit, 
         edit.skipped.extend((f, "a comment there would not parse") for f in edit.applied)
         edit.applied = []
         return edit, 0
+    return edit, count
+
+
+def _json_layout(raw: str, nb: object) -> dict | None:
+    """The ``json.dumps`` arguments that reproduce the notebook's text exactly, or None (then rewriting it
+    would reformat the file, and it is left alone)."""
+    for indent in (1, 2, 4, None):
+        for ascii_only in (False, True):
+            dumped = json.dumps(nb, indent=indent, ensure_ascii=ascii_only)
+            if raw in (dumped, dumped + "\n"):
+                return {"indent": indent, "ensure_ascii": ascii_only, "newline": raw.endswith("\n")}
+    return None
+
+
+def add_noqa_notebook(shown: str, raw: str, findings: list[Finding]) -> tuple[FileEdit, int]:
+    """``--add-noqa`` for a Jupyter notebook: the comment goes on the cell's Python line the checker reads
+    (a line of a SQL cell, or one a magic stands on, gets none). The notebook is rewritten only when its
+    JSON layout can be reproduced exactly."""
+    from upsertsink.lint.notebooks import NotebookError, _cell_source, convert_ipynb
+
+    edit = FileEdit(shown, raw, raw)
+    try:
+        nb = json.loads(raw)
+        conv = convert_ipynb(raw)
+    except (ValueError, NotebookError):
+        edit.skipped = [(f, "the notebook cannot be read") for f in findings]
+        return edit, 0
+    layout = _json_layout(raw, nb)
+    if layout is None:
+        edit.skipped = [(f, "rewriting the notebook would change its JSON layout") for f in findings]
+        return edit, 0
+    py_lines = conv.text.split("\n")
+    where = {(c, n): i + 1 for i, (c, n) in enumerate(zip(conv.cells, conv.lines, strict=True))}
+    moved = noqa_line_map(conv.text)
+    cells = nb["cells"]
+    sources = {}
+    wanted: dict[tuple[int, int], set[str]] = {}
+    for f in findings:
+        at = where.get((f.cell, f.line))
+        target = moved.get(at, at) if at is not None else None
+        if f.rule == "ND000" or target is None:
+            edit.skipped.append((f, "no Python line to put a comment on"))
+            continue
+        cell, line = conv.cells[target - 1], conv.lines[target - 1]
+        if cell not in sources:
+            sources[cell] = _cell_source(cells[cell - 1]).split("\n")
+        cell_lines = sources[cell]
+        if not 0 < line <= len(cell_lines) or cell_lines[line - 1] != py_lines[target - 1]:
+            edit.skipped.append((f, "the line is SQL or a magic, not Python"))
+            continue
+        wanted.setdefault((cell, line), set()).add(f.rule)
+        edit.applied.append(f)
+    count = 0
+    for (cell, line), codes in sorted(wanted.items()):
+        new = _with_directive(sources[cell][line - 1], codes)
+        if new is not None:
+            sources[cell][line - 1] = new
+            count += 1
+    for cell, lines in sources.items():
+        text = "\n".join(lines)
+        if isinstance(cells[cell - 1].get("source"), list):
+            cells[cell - 1]["source"] = [ln + "\n" for ln in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+        else:
+            cells[cell - 1]["source"] = text
+    dumped = json.dumps(nb, indent=layout["indent"], ensure_ascii=layout["ensure_ascii"])
+    edit.after = dumped + ("\n" if layout["newline"] else "")
     return edit, count

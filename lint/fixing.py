@@ -12,6 +12,7 @@ from upsertsink.lint.config import Settings
 from upsertsink.lint.fixes import (
     FileEdit,
     add_noqa,
+    add_noqa_notebook,
     fix_file,
     fixable,
     module_name,
@@ -80,23 +81,30 @@ def apply_fixes(result: RunResult, settings: Settings, unsafe: bool, write: bool
     return outcome
 
 
-def add_noqa_to_files(result: RunResult) -> tuple[int, int, list[tuple[str, int, str]]]:
+def _where(f: Finding) -> str:
+    return f"{f.path}:cell {f.cell}:{f.line}" if f.cell is not None else f"{f.path}:{f.line}"
+
+
+def add_noqa_to_files(result: RunResult) -> tuple[int, int, list[tuple[str, str]]]:
     """Insert ``# noqa: CODE`` comments for every finding of a run: (directives added, files changed,
     findings left alone with the reason)."""
     added = files = 0
-    skipped: list[tuple[str, int, str]] = []
+    skipped: list[tuple[str, str]] = []
     for shown, findings in _by_path(result.findings).items():
-        if shown.endswith(".ipynb"):
-            skipped += [(shown, f.line, "Jupyter notebooks are not rewritten") for f in findings]
-            continue
         path = Path(shown)
         try:
-            text, encoding, bom = read_source(path)
+            if shown.endswith(".ipynb"):
+                encoding, bom = "utf-8", False
+                raw = path.read_bytes()
+                bom = raw.startswith(b"\xef\xbb\xbf")
+                edit, count = add_noqa_notebook(shown, raw.decode("utf-8-sig"), findings)
+            else:
+                text, encoding, bom = read_source(path)
+                edit, count = add_noqa(shown, text, findings)
         except (OSError, UnicodeDecodeError, LookupError, SyntaxError) as exc:
-            skipped += [(shown, f.line, f"cannot read the file: {exc}") for f in findings]
+            skipped += [(_where(f), f"cannot read the file: {exc}") for f in findings]
             continue
-        edit, count = add_noqa(shown, text, findings)
-        skipped += [(shown, f.line, why) for f, why in edit.skipped]
+        skipped += [(_where(f), why) for f, why in edit.skipped]
         if edit.changed:
             write_source(path, edit.after, encoding, bom)
             added += count

@@ -319,3 +319,47 @@ def test_progress_goes_to_stderr_when_it_is_a_terminal_whatever_stdout_is(projec
 def test_pre_commit_hook_lints_notebooks_too() -> None:
     hooks = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text()
     assert "types_or: [python, pyi, jupyter]" in hooks
+
+
+def test_add_noqa_in_a_jupyter_notebook(project: Path) -> None:
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": ["# Ingest"]},
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": [
+                    "%pip install x\n",
+                    "from pyspark.sql import functions as F\n",
+                    "df2 = df.withColumn('t', F.now())\n",
+                    "df3 = df.withColumn('r', F.rand())",
+                ],
+            },
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": ["%%sql\n", "SELECT uuid() AS id FROM t"],
+            },
+        ],
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = project / "ingest.ipynb"
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    result = run("ingest.ipynb", "--add-noqa")
+    assert "Added 2 noqa directives to 1 file." in result.stderr
+    assert "ingest.ipynb:cell 3:2: no noqa added (the line is SQL or a magic, not Python)" in result.stderr
+    after = json.loads(path.read_text())
+    assert after["cells"][1]["source"][2:] == [
+        "df2 = df.withColumn('t', F.now())  # noqa: ND001\n",
+        "df3 = df.withColumn('r', F.rand())  # noqa: ND002",
+    ]
+    assert after["cells"][2] == nb["cells"][2]  # the SQL cell is left as it was
+    assert path.read_text().startswith('{\n "cells": [\n  {\n')  # the notebook keeps its JSON layout
+    doc = json.loads(run("ingest.ipynb", "--format", "json").stdout)
+    assert [f["rule"] for f in doc["findings"]] == ["ND003"]
