@@ -36,7 +36,11 @@ def render_rules_md() -> str:
             family = rule.family
             out.append(f"| | **{family}** | | |")
         summary = " ".join(rule.summary.split()).replace("|", "\\|")
-        fix = "unsafe" if rule.autofix.startswith("Unsafe") else "safe" if rule.autofix else ""
+        fix = ""
+        if rule.autofix:
+            fix = "unsafe" if rule.autofix.startswith("Unsafe") else "safe"
+            if fix == "safe" and "unsafe" in rule.autofix:
+                fix = "safe, unsafe"
         out.append(f"| [{rule.code}](#{rule.code.lower()}-{rule.name}) | `{rule.name}` | {fix} | {summary} |")
     out.append("")
     for rule in ALL_RULES:

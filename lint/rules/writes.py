@@ -363,7 +363,7 @@ def _check_append(ana: Any, call: ast.Call, scope: Any, bf: BatchFn, index: dict
         bf.how == "foreachBatch"
         and not bf.is_lambda
         and bf.epoch
-        and w.fmt == "delta"
+        and w.fmt in ("delta", None)
         and m in ("save", "saveAsTable")
         and not w.through_name
         and type(w.write_node) is ast.Attribute
@@ -371,13 +371,21 @@ def _check_append(ana: Any, call: ast.Call, scope: Any, bf: BatchFn, index: dict
     if fixable:
         n = index.get(id(bf.scope), 0) + 1
         index[id(bf.scope)] = n
+        message = (
+            f'add `.option("txnAppId", ...)` (this module and `{bf.name}`) and `.option("txnVersion", '
+            f"{bf.epoch})`: Delta then skips an epoch it already committed (give the query a new app id if it "
+            "is ever restarted from a new checkpoint)"
+        )
+        if w.fmt is None:  # the table's format is not in the code: Delta is an assumption
+            message += (
+                "; this assumes the table is a Delta table (Databricks' default format, elsewhere only with "
+                "`spark.sql.sources.default=delta`): another format ignores these options"
+            )
         fix = FixSpec(
             "txn-options",
             ana.span(w.write_node),
-            "safe",
-            f'add `.option("txnAppId", ...)` (this module and `{bf.name}`) and `.option("txnVersion", '
-            f"{bf.epoch})`: Delta then skips an epoch it already committed (give the query a new app id if it "
-            "is ever restarted from a new checkpoint)",
+            "safe" if w.fmt == "delta" else "unsafe",
+            message,
             (("function", bf.name), ("epoch", bf.epoch or ""), ("index", str(n))),
         )
     ana.report(APPEND.code, ana.method_span(call), note, "error", fix=fix)
@@ -853,7 +861,8 @@ Cassandra (its writes are upserts by primary key).
     'gains `.option("txnAppId", "<module>.<function>")` and `.option("txnVersion", <epoch id>)` right after '
     "`.write`; the app id is the linted file's module path and the function's name, so it is stable and "
     "unique per writer. If the query is ever started again from a new checkpoint, its epoch ids restart "
-    "at 0: change the app id then.",
+    "at 0: change the app id then. The same fix is unsafe when the code does not name the format "
+    '(`mode("append").saveAsTable(...)`): it assumes a Delta table, and another format ignores the options.',
     catalogue=_TRIGGERS,
     method_hooks={"foreachBatch": _on_foreach_batch},
     module_hooks=(check_writes,),
@@ -894,6 +903,21 @@ Cassandra (its writes are upserts by primary key).
             "           .save(self.path))\n\n"
             "    def run(self, stream):\n"
             "        stream.writeStream.foreachBatch(self._sink).start()\n",
+        ),
+        Invalid(
+            "def load(df, batch_id):\n"
+            '    df.write.mode("append").saveAsTable("dw.loads")\n\n'
+            "stream.writeStream.foreachBatch(load).start()\n",
+            2,
+            29,
+            "write",
+            "*",
+            severity="error",
+            fixed="def load(df, batch_id):\n"
+            '    df.write.option("txnAppId", "example.load").option("txnVersion", batch_id)'
+            '.mode("append").saveAsTable("dw.loads")\n\n'
+            "stream.writeStream.foreachBatch(load).start()\n",
+            unsafe=True,
         ),
         Invalid(
             "def to_postgres(df, epoch_id):\n"

@@ -33,7 +33,9 @@ def test_functions_passed_through_partial_lambda_and_methods_are_batch_functions
     by_line = {f.line: f for f in found}
     # partial(write, CFG): Spark passes (df, epoch) after the bound argument, so `epoch` is the epoch id
     assert by_line[5].fix is not None and 'txnVersion", epoch)' in by_line[5].fix["message"]
-    assert by_line[9].fix is None  # no .format("delta"): the options would not be read by another format
+    # no .format(...): Delta is an assumption, so the fix is unsafe and says so
+    assert by_line[9].fix is not None and by_line[9].fix["applicability"] == "unsafe"
+    assert "assumes the table is a Delta table" in by_line[9].fix["message"]
     assert by_line[15].fix is None  # a lambda has no name to derive an app id from
     assert "the foreachBatch function `Job.sink`" in by_line[9].message
 
