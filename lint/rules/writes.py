@@ -798,7 +798,6 @@ def check_writes(ana: Any) -> None:
     st = _state(ana)
     for call, scope in st["updates"]:
         _check_update_clause(ana, call, scope)
-    by_scope = None
     for call, scope in ana.calls:
         if type(call.func) is ast.Attribute and call.func.attr == "sql":
             _check_sql_merges(ana, call, scope)
