@@ -363,3 +363,26 @@ def test_add_noqa_in_a_jupyter_notebook(project: Path) -> None:
     assert path.read_text().startswith('{\n "cells": [\n  {\n')  # the notebook keeps its JSON layout
     doc = json.loads(run("ingest.ipynb", "--format", "json").stdout)
     assert [f["rule"] for f in doc["findings"]] == ["ND003"]
+
+
+def test_databricks_export_python_cells_are_fixed_and_annotated_sql_cells_left_alone(project: Path) -> None:
+    job = project / "nb_export.py"
+    job.write_text(
+        "# Databricks notebook source\n"
+        "from pyspark.sql import functions as F\n"
+        "scored = df.withColumn('noise', F.rand())\n"
+        "\n"
+        "# COMMAND ----------\n"
+        "\n"
+        "# MAGIC %sql\n"
+        "# MAGIC SELECT id, current_timestamp() AS ts FROM t\n"
+    )
+    result = run("nb_export.py", "--add-noqa")
+    assert "nb_export.py:8: no noqa added" in result.stderr
+    lines = job.read_text().splitlines()
+    assert lines[2] == "scored = df.withColumn('noise', F.rand())  # noqa: ND002"
+    assert lines[7] == "# MAGIC SELECT id, current_timestamp() AS ts FROM t"
+    job.write_text(job.read_text().replace("  # noqa: ND002", ""))
+    run("nb_export.py", "--fix", "--unsafe-fixes")
+    assert "F.rand(seed=" in job.read_text().splitlines()[2]
+    assert job.read_text().splitlines()[7] == "# MAGIC SELECT id, current_timestamp() AS ts FROM t"
