@@ -271,5 +271,6 @@ _TARGET_LABEL = {
     "column": "reaching another written column",
     "rows": "deciding which rows are written",
     "write": "the write",
+    "union": "a set union (`array_union`, `map_concat`)",
     "file": "the whole file",
 }
