@@ -198,14 +198,15 @@ def check_bytes(
         return FileResult([_parse_error(path, 1, 1, "the code is nested too deeply to analyze")], True)
     findings: list[Finding] = []
     seen: set[tuple[int, int, str]] = set()
-    moved = noqa_line_map(text) if raw and "noqa" in text.lower() else None
+    noqa_text = text if raw and "noqa" in text.lower() else None
+    noqa_state: dict = {}
     for reach in raw:
         src = reach.source
         key = (src.line, src.col, src.rule)
         if key in seen:
             continue
         seen.add(key)
-        if _suppressed(lines, src, moved):
+        if _suppressed(lines, src, noqa_text, noqa_state):
             continue
         findings.append(
             _located(
@@ -253,15 +254,26 @@ def _located(f: Finding, conv: Converted | None) -> Finding:
     )
 
 
-def _suppressed(lines: list[str], src: Src, moved: dict[int, int] | None = None) -> bool:
+def _suppressed(lines: list[str], src: Src, text: str | None = None, state: dict | None = None) -> bool:
     """Is the finding silenced by a ``# noqa`` on its line, on the end line of the SQL string it is in, or
-    (``moved``, see :func:`noqa_line_map`) on the line its own line continues to?"""
-    for line_no in {src.line, src.alt_line, (moved or {}).get(src.line, 0)}:
-        if 0 < line_no <= len(lines):
-            codes = noqa_codes(lines[line_no - 1])
-            if codes is not None and (not codes or src.rule in codes):
-                return True
-    return False
+    on the line its own line continues to (the end of a multi-line string or of a backslash continuation,
+    see :func:`noqa_line_map`; computed only when a later line holds a directive that could apply)?"""
+    for line_no in {src.line, src.alt_line}:
+        if 0 < line_no <= len(lines) and _covers(lines[line_no - 1], src.rule):
+            return True
+    if text is None or state is None:
+        return False
+    if not any(_covers(lines[i], src.rule) for i in range(src.line, min(len(lines), src.line + 1000))):
+        return False
+    if "moved" not in state:
+        state["moved"] = noqa_line_map(text)
+    target = state["moved"].get(src.line, 0)
+    return 0 < target <= len(lines) and _covers(lines[target - 1], src.rule)
+
+
+def _covers(line: str, rule: str) -> bool:
+    codes = noqa_codes(line)
+    return codes is not None and (not codes or rule in codes)
 
 
 def noqa_line_map(text: str) -> dict[int, int]:
