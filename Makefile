@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` and `make test`. Each one installs what it needs first.
-.PHONY: demo test setup lint-examples bench stress
+.PHONY: demo test setup lint-examples bench stress cluster cluster-stop cluster-test
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -15,6 +15,19 @@ lint-examples: setup
 
 bench: setup
 	@.venv/bin/python bench/bench_sink.py
+
+# A Spark standalone cluster (master + 2 workers) and an S3 server (moto) on 127.0.0.1, left running for you
+# to try; it prints where everything is and how to stop it (`make cluster-stop`). See docs/deployment.md.
+cluster: setup
+	@.venv/bin/python -m upsertsink.jars ensure --s3a
+	@.venv/bin/python scripts/localcluster.py start
+
+cluster-stop:
+	@.venv/bin/python scripts/localcluster.py stop
+
+# The whole cluster / object-store suite: starts its own cluster and S3 server, runs, stops them.
+cluster-test: setup
+	@bash scripts/cluster_test.sh
 
 # Random kills and concurrent writers compared with the model (docs/reliability.md); writes bench/results/stress.json.
 stress: setup

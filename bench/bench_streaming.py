@@ -1,7 +1,7 @@
 """Streaming micro-batches on Spark: UpsertSink against a hand-written idempotent MERGE, batch by batch.
 
 Successive batches of 1,000 rows (half updates of existing keys in one narrow range, half new keys, with a
-sequence column) into a 1,000,000-row Delta table written in 8 files with keys in order, as a Structured
+sequence column) into a 1,000,000-row Delta table written in 8 files with keys in order (range-partitioned, as a table appended over time is), as a Structured
 Streaming ``foreachBatch`` would send them. The raw side is the MERGE a careful user writes by hand: sequence
 rule in the update condition, and Delta's own idempotent-write settings ``txnAppId``/``txnVersion`` on a
 session of its own. Raw and sink batches alternate on two copies of the table; medians are reported.
@@ -63,7 +63,7 @@ def main() -> None:
             "status": pa.array(["created"] * args.rows), "seq": np.ones(args.rows, dtype=np.int64),
         }), work / "base.parquet")
         base = work / "base"
-        spark.read.parquet(str(work / "base.parquet")).repartition(8, "id").sortWithinPartitions("id") \
+        spark.read.parquet(str(work / "base.parquet")).repartitionByRange(8, "id").sortWithinPartitions("id") \
             .write.format("delta").save(str(base))
         raw_path, sink_path = work / "raw", work / "sink"
         shutil.copytree(base, raw_path)

@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
+# The short cluster / object-store suite (tests/cluster, UPSERTSINK_CLUSTER_SUITE=short by default) submits
+# jobs with hadoop-aws and the AWS SDK: fetch them into ~/.m2 once (Maven), so no test waits on the network.
+.venv/bin/python -m upsertsink.jars ensure --s3a
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 echo "linting examples/ with upsertsink lint"
 .venv/bin/upsertsink lint examples

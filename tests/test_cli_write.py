@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -60,6 +61,36 @@ def test_write_text_output_and_status(files):
     assert info["commits"][0]["inserted"] == 2 and info["commits"][0]["batch_id"] == 7
     text = run("status", target)
     assert text.returncode == 0 and "nightly" in text.stdout and "last batch id 7" in text.stdout
+    # each commit's time (UTC), the same instant as the JSON's timestamp (ms)
+    stamp = datetime.datetime.fromtimestamp(info["commits"][0]["timestamp"] / 1000, tz=datetime.UTC)
+    assert info["commits"][0]["time"] == stamp.strftime("%Y-%m-%d %H:%M:%SZ")
+    lines = text.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("version"))
+    assert header.split() == ["version", "time", "(UTC)", "operation", "app", "id", "batch", "inserted",
+                              "updated", "deleted", "files", "scanned", "files", "rewritten"]
+    first = info["commits"][0]
+    row = lines[lines.index(header) + 1].split()
+    assert row[:7] == [str(first["version"]), *first["time"].split(), first["operation"], "nightly", "7", "2"]
+    assert not set(text.stdout) & set("┏━┃│└─\x1b")  # piped: no box drawing, no colour codes
+
+
+def test_write_without_batch_id_says_so(files):
+    r = run("write", str(files / "b0.parquet"), "--target", str(files / "t"), "--key", "id")
+    assert r.returncode == 0, r.stderr
+    assert "None" not in r.stdout and r.stdout.startswith(str(files / "t") + " version ")
+    assert r.stdout.strip().endswith(": 2 inserted, 0 updated, 0 deleted (no batch id: a re-run writes again)")
+
+
+def test_source_can_be_a_delta_table_version(files):
+    first = str(files / "t1")
+    r = run("write", str(files / "b0.parquet"), "--target", first, "--key", "id", "--batch-id", "0", "--json")
+    version = json.loads(r.stdout)["version"]
+    r = run("write", str(files / "b1.csv"), "--target", first, "--key", "id", "--batch-id", "1", "--schema-evolution")
+    assert r.returncode == 0, r.stderr
+    copy = str(files / "t2")
+    r = run("write", f"{first}@{version}", "--target", copy, "--key", "id", "--json")  # the parquet rows only
+    assert r.returncode == 0, r.stderr
+    assert sorted((row["id"], row["name"]) for row in read_rows(copy)) == [(1, "a"), (2, "b")]
 
 
 @pytest.mark.parametrize(
@@ -67,7 +98,10 @@ def test_write_text_output_and_status(files):
     [
         (["--key", "nope"], "nope"),
         (["--key", "id", "--delete-when", "op = 'D'"], "op"),
-        (["--key", "id", "--batch-id", "0", "--source", "missing.parquet"], "missing.parquet"),
+        (["--key", "id", "--batch-id", "0", "--source", "missing.parquet"], "missing.parquet' does not exist"),
+        (["--key", "id", "--batch-id", "-1"], "Invalid value for '--batch-id'"),
+        (["--batch-id", "0"], "Missing option '--key'"),
+        (["--key", "id", "--source", "b0.parquet@1"], "a version (@1) needs a Delta table"),
     ],
 )
 def test_bad_input_is_one_line_on_stderr_and_exit_2(files, args, needle):
@@ -79,17 +113,28 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(files, args, needle):
     r = run("write", source, "--target", str(files / "t"), *args)
     assert r.returncode == 2
     assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr
+    assert r.stderr.startswith("upsertsink: error: ")
     assert not (files / "t").exists()
 
 
 def test_status_of_a_non_delta_path_exits_2(tmp_path):
     r = run("status", str(tmp_path))
-    assert r.returncode == 2 and "not a Delta table" in r.stderr
+    assert r.returncode == 2 and r.stderr == f"upsertsink: error: {tmp_path} is not a Delta table\n"
 
 
-def test_write_with_spark_engine(files):
-    target = str(files / "ts")
-    r = run("write", str(files / "b1.csv"), "--target", target, "--key", "id", "--engine", "spark",
-            "--batch-id", "0", "--json")
+def test_write_with_spark_engine_prints_no_jvm_noise(files, monkeypatch):
+    monkeypatch.chdir(files)  # a relative target works on Spark too
+    r = run("write", "b1.csv", "--target", "ts", "--key", "id", "--engine", "spark", "--batch-id", "0", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["engine"] == "spark" and json.loads(r.stdout)["inserted"] == 3
+    assert r.stderr == ""  # no log4j profile, NativeCodeLoader, "Setting default log level" or JVM warnings
+
+
+def test_messages_name_cli_flags_not_python_parameters(files):
+    target = str(files / "t")
+    assert run("write", str(files / "b0.parquet"), "--target", target, "--key", "id", "--batch-id", "0").returncode == 0
+    r = run("write", str(files / "b1.csv"), "--target", target, "--key", "id", "--batch-id", "1")  # a new column
+    assert r.returncode == 2
+    assert "--schema-evolution" in r.stderr and "schema_evolution=True" not in r.stderr, r.stderr
+    r = run("write", str(files / "b0.parquet"), "--target", target, "--key", "id", "--sequence-by", "id")
+    assert r.returncode == 2 and r.stderr.startswith("upsertsink: error: --sequence-by"), r.stderr

@@ -70,8 +70,18 @@ def test_counts_and_samples_of_a_real_difference(tmp_path, engine):
     only_left = s.iloc[0]
     assert (only_left["left_name"], only_left["right_name"], only_left["count_right"]) == ("a", None, 0)
     assert len(d.samples(2)) == 2
-    text = d.format_text()
-    assert "amount: left=2.0  right=2.5" in text and "only left" in text
+    text = str(d)  # the one report: same as format_text() and the CLI's text
+    assert text == d.format_text()
+    assert text.splitlines()[:4] == [
+        f"left:  {path}@0 (5 rows)",
+        f"right: {path}@1 (6 rows)",
+        d.summary(),
+        "first 5 of 5 differing keys, in key order:",
+    ]
+    assert "  changed        id=2\n                 amount: 2.0 -> 2.5\n" in text
+    assert "  only in left   id=1: name='a', amount=1.0\n" in text
+    assert "                 name: null -> 'd'\n" in text
+    assert d.format_text(limit=2).endswith("(3 more differing keys not shown)")
 
 
 def test_samples_beyond_the_collected_ones_are_recomputed(tmp_path, engine):
@@ -94,6 +104,19 @@ def test_duplicate_keys_are_reported_not_merged(tmp_path, engine):
     assert (one_side.only_in_left, one_side.only_in_right, one_side.changed) == (0, 0, 0)
     row = one_side.samples().iloc[0]
     assert (row["id"], row["status"], row["count_left"], row["count_right"]) == (1, "duplicate_key", 2, 1)
+
+
+def test_duplicate_keys_in_delta_tables_are_found_in_the_one_scan_path(tmp_path, engine):
+    # Delta inputs carry row counts in their log, so Spark fingerprints the left side and collects its key
+    # hashes in one scan; a duplicate must still be found when both sides hold the same rows.
+    rows = [(1, "a", 1.0), (2, "b", 2.0), (2, "b", 2.0), (3, None, None)]
+    left, right = delta(tmp_path / "l", table(rows)), delta(tmp_path / "r", table(list(reversed(rows))))
+    d = upsertsink.diff(left, right, "id", engine=engine)
+    assert d.fingerprint_match and not d.equal
+    assert (d.duplicate_keys_left, d.duplicate_keys_right, d.changed) == (1, 1, 0)
+    assert upsertsink.diff(left, delta(tmp_path / "s", table(rows[:2] + rows[3:])), "id", engine=engine).duplicate_keys_left == 1
+    unique = delta(tmp_path / "u", table(rows[:2] + rows[3:]))
+    assert upsertsink.diff(unique, table(list(reversed(rows[:2] + rows[3:]))), "id", engine=engine).equal
 
 
 def test_nulls_equal_nulls_in_values_and_keys(tmp_path, engine):
@@ -171,7 +194,7 @@ def test_bad_input_is_a_clear_invalid_input_error(tmp_path):
         (lambda: upsertsink.diff(path, other, "nope"), "key column 'nope'"),
         (lambda: upsertsink.diff(path, other, "id", columns=["nope"]), "unknown column 'nope'"),
         (lambda: upsertsink.diff(path, other, "id", ignore_columns=["nope"]), "unknown column 'nope'"),
-        (lambda: upsertsink.diff(str(tmp_path / "missing"), other, "id"), "missing"),
+        (lambda: upsertsink.diff(str(tmp_path / "missing"), other, "id"), "left: .*missing' does not exist"),
         (lambda: upsertsink.diff(f"{path}@7", other, "id"), "no version 7"),
         (lambda: upsertsink.diff(path, 42, "id"), "cannot compare a int"),
         (lambda: upsertsink.diff(path, other, "id", tolerance=-1), "tolerance"),
@@ -180,7 +203,7 @@ def test_bad_input_is_a_clear_invalid_input_error(tmp_path):
         with pytest.raises(InvalidInputError, match=words):
             call()
     (tmp_path / "plain").mkdir()
-    with pytest.raises(NotADeltaTableError, match="plain"):
+    with pytest.raises(NotADeltaTableError, match="left: .*plain' is not a Delta table"):
         upsertsink.diff(str(tmp_path / "plain"), other, "id")
     as_text = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.string())])
     with pytest.raises(SchemaMismatchError, match="'amount' has type double on the left and string"):
@@ -234,27 +257,68 @@ def test_cli_errors_are_one_line_with_exit_code_2(tmp_path):
     path = delta(tmp_path / "t", table(BASE))
     for args, words in [
         ((path, path, "--key", "nope"), "key column 'nope'"),
-        ((path, str(tmp_path / "missing"), "--key", "id"), "no such table path"),
+        ((path, str(tmp_path / "missing"), "--key", "id"), "does not exist"),
+        ((path, path), "Missing option '--key'"),  # a usage error, in the same style
+        ((path, path, "-k", "id", "--ignore-column", "id"), "cannot be ignored (--ignore-column)"),
+        ((path, path, "-k", "id", "--ignore-column", "nope"), "--ignore-column: unknown column 'nope'"),
+        ((path, path, "-k", "id", "--tolerance", "-1"), "--tolerance must be a finite number >= 0"),
+        ((path, f"{path}@x", "-k", "id"), "the version after '@' must be a number"),
     ]:
         res = run_cli(*args)
-        assert res.exit_code == 2
-        assert res.stderr.startswith("error: ") and words in res.stderr
+        assert res.exit_code == 2, res.output
+        assert res.stdout == ""
+        assert res.stderr.startswith("upsertsink: error: ") and words in res.stderr, res.stderr
         assert res.stderr.count("\n") == 1
 
 
-def test_cli_as_a_real_process(tmp_path):
+def test_messages_name_python_parameters_outside_the_cli(tmp_path):
+    left = table(BASE)
+    with pytest.raises(InvalidInputError, match="ignore_columns: unknown column 'nope'"):
+        upsertsink.diff(left, left, "id", ignore_columns=["nope"])
+    extra = pa.schema([*SCHEMA, ("loaded_at", pa.string())])
+    with pytest.raises(SchemaMismatchError, match=r"ignore_columns=\[\.\.\.\]"):
+        upsertsink.diff(left, table([(1, "a", 1.0, "now")], extra), "id")
+    res = run_cli(delta(tmp_path / "a", left), delta(tmp_path / "b", table([(1, "a", 1.0, "now")], extra)), "-k", "id")
+    assert res.exit_code == 2 and "leave them out with --ignore-column" in res.stderr, res.stderr
+    assert "ignore_columns" not in res.stderr
+
+
+def test_cli_output_piped_is_plain_text_without_box_drawing(tmp_path):
+    path = delta(tmp_path / "t", table(BASE), table([(1, "A", 1.0), *BASE[1:]]))
+    res = run_cli(f"{path}@0", f"{path}@1", "--key", "id")
+    assert res.exit_code == 1
+    assert res.stdout == upsertsink.diff(f"{path}@0", f"{path}@1", "id").format_text() + "\n"
+    assert not set(res.stdout) & set("┏━┃│└─╇┡┩\x1b")  # no box characters, no colour codes
+
+
+def test_files_are_inputs_too(tmp_path):
+    import pyarrow.parquet as pq
+
+    pq.write_table(table(BASE), tmp_path / "a.parquet")
+    (tmp_path / "b.csv").write_text("id,name,amount\n5,e,5.5\n4,,4.0\n3,c,\n2,b,2.0\n1,a,1.5\n")
+    d = upsertsink.diff(str(tmp_path / "a.parquet"), str(tmp_path / "b.csv"), "id")
+    assert (d.changed, d.changed_columns) == (1, {"amount": 1})
+    assert d.left_label == str(tmp_path / "a.parquet")
+    res = run_cli(str(tmp_path / "a.parquet"), str(tmp_path / "a.parquet"), "-k", "id")
+    assert res.exit_code == 0 and "equal: 5 rows" in res.stdout
+
+
+@pytest.mark.parametrize("engine", ["embedded", "spark"])
+def test_cli_as_a_real_process(tmp_path, engine):
+    """The installed script; on Spark the JVM starts in the subprocess and must print nothing to stderr."""
     path = delta(tmp_path / "t", table(BASE), table(BASE[:3]))
     exe = Path(sys.executable).with_name("upsertsink")
     proc = subprocess.run(
-        [str(exe), "diff", f"{path}@0", f"{path}@1", "--key", "id", "--format", "json"],
+        [str(exe), "diff", f"{path}@0", f"{path}@1", "--key", "id", "--format", "json", "--engine", engine],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         check=False,
     )
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["only_in_left"] == 2
-    assert proc.stderr == ""
+    assert json.loads(proc.stdout)["engine"] == engine
+    assert proc.stderr == ""  # no JVM start-up noise, no progress display (stderr is not a terminal)
 
 
 def test_pandas_none_in_int_column_is_not_a_false_difference(tmp_path):

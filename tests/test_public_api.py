@@ -9,12 +9,14 @@ from upsertsink import UpsertSink
 
 
 def test_public_names_and_diff_stays_a_function_after_submodule_imports():
-    import upsertsink.keyed_diff  # importing the submodule must not shadow upsertsink.diff
+    import upsertsink.diffing  # importing the package must not shadow upsertsink.diff
+    import upsertsink.diffing.compare
     import upsertsink.sink
 
     for name in ("UpsertSink", "WriteResult", "diff", "spark_session", "UpsertSinkError", "ReplayDivergenceError"):
         assert hasattr(upsertsink, name), name
-    assert callable(upsertsink.diff) and upsertsink.diff.__module__ == "upsertsink.keyed_diff"
+    assert callable(upsertsink.diff) and upsertsink.diff is upsertsink.diffing.diff
+    assert upsertsink.DiffResult is upsertsink.diffing.DiffResult
     assert issubclass(upsertsink.errors.InvalidInputError, ValueError)
 
 

@@ -84,7 +84,7 @@ def test_order_dependent_value_is_caught_by_the_api(spark, inputs, in_jobs_dir):
     assert d.changed > 0 and d.changed_columns == {"order_id": d.changed}
     assert spark.conf.get("spark.sql.shuffle.partitions") == "2"  # settings restored after the runs
     text = result.format_text()
-    assert "DIFFERS from run 1" in text and "order_id: left=" in text
+    assert "DIFFERS from run 1" in text and "  changed        customer=" in text and "order_id: " in text
 
 
 def test_errors_exit_2_with_one_line(spark, inputs, in_jobs_dir):
@@ -102,7 +102,7 @@ def test_errors_exit_2_with_one_line(spark, inputs, in_jobs_dir):
     for args, words in cases:
         res = invoke(*args)
         assert res.exit_code == 2, (args, res.output)
-        assert res.stderr.startswith("error: ") and words in res.stderr, res.stderr
+        assert res.stderr.startswith("upsertsink: error: ") and words in res.stderr, res.stderr
         assert res.stderr.count("\n") == 1
     with pytest.raises(InvalidInputError, match="runs must be"):
         replay_check(lambda s: None, spark, "k", runs=1)
@@ -115,4 +115,16 @@ def test_bad_module_exits_2_as_a_real_process(tmp_path):
         cwd=tmp_path, capture_output=True, check=False, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2
-    assert proc.stderr.startswith("error: job 'no_such_job_module:run': cannot import")
+    assert proc.stderr.startswith("upsertsink: error: job 'no_such_job_module:run': cannot import")
+
+
+def test_replay_check_as_a_real_process_prints_no_jvm_noise(inputs):
+    exe = Path(sys.executable).with_name("upsertsink")
+    proc = subprocess.run(
+        [str(exe), "replay-check", "replay_jobs:numbered", "--key", "row_id", "--master", "local[2]",
+         "--input", f"orders={inputs / 'orders'}", "--format", "json"],
+        cwd=JOBS, capture_output=True, check=False, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert json.loads(proc.stdout)["equal"] is False
+    assert proc.stderr == ""  # no log4j profile, NativeCodeLoader, Ivy or "Setting default log level" lines

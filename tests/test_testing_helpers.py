@@ -39,8 +39,8 @@ def test_frame_equal_by_key_ignores_order_and_shows_differing_rows(spark, tmp_pa
     text = str(err.value)
     assert "frames differ by key (id)" in text
     assert "1 only in left, 1 only in right, 1 changed" in text
-    assert "name: left='b'  right='B'" in text
-    assert "only left   id=1: name='a'" in text and "only right  id=4: name='d'" in text
+    assert "  changed        id=2\n                 name: 'b' -> 'B'" in text
+    assert "  only in left   id=1: name='a'" in text and "  only in right  id=4: name='d'" in text
     path = str(tmp_path / "t")
     write_deltalake(path, pa.Table.from_pandas(left, preserve_index=False))
     assert_frame_equal_by_key(path, left.iloc[::-1], keys=["id"])
@@ -56,7 +56,7 @@ def test_replay_equal_fails_readably_for_a_partition_dependent_key(spark, orders
     text = str(err.value)
     assert "the job is not replay-safe" in text
     assert "run 2 (shuffle partitions 7, inputs in 3 partitions" in text and "DIFFERS from run 1" in text
-    assert "changed     row_id=0" in text and "order_id: left=" in text  # rows moved to other ids
+    assert "  changed        row_id=0\n" in text and "order_id: " in text  # rows moved to other ids
 
 
 USER_TEST = """

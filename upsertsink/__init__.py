@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
 from typing import TYPE_CHECKING, Any
 
 from upsertsink.errors import (
@@ -17,8 +19,13 @@ from upsertsink.errors import (
 from upsertsink.session import spark_session
 
 if TYPE_CHECKING:
-    from upsertsink.keyed_diff import DiffResult, diff
+    from upsertsink.diffing import DiffResult, diff
     from upsertsink.sink import UpsertSink, WriteResult
+
+try:
+    __version__ = _dist_version("upsertsink")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "ConcurrentWriteError",
@@ -32,6 +39,7 @@ __all__ = [
     "UpsertSinkError",
     "WriteFailedError",
     "WriteResult",
+    "__version__",
     "diff",
     "spark_session",
 ]
@@ -39,8 +47,8 @@ __all__ = [
 _LAZY = {
     "UpsertSink": "upsertsink.sink",
     "WriteResult": "upsertsink.sink",
-    "diff": "upsertsink.keyed_diff",
-    "DiffResult": "upsertsink.keyed_diff",
+    "diff": "upsertsink.diffing",
+    "DiffResult": "upsertsink.diffing",
 }
 
 

@@ -7,6 +7,9 @@ import importlib.util
 
 import click
 
+from upsertsink import __version__
+from upsertsink.cli_common import ErrorStyleGroup
+
 # name -> "module:attribute" of a click command
 _COMMANDS = {
     "write": "upsertsink.cli_write:write",
@@ -17,7 +20,7 @@ _COMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(ErrorStyleGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(n for n, t in _COMMANDS.items() if importlib.util.find_spec(t.split(":")[0]))
 
@@ -30,10 +33,10 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="upsertsink")
+@click.version_option(__version__, "-V", "--version", prog_name="upsertsink", message="%(prog)s %(version)s")
 def main() -> None:
     """Exactly-once-in-effect writes to Delta tables: write, lint, compare."""
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="upsertsink")

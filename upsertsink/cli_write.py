@@ -3,126 +3,132 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
-import sys
-from pathlib import Path
+import os
 from typing import Any
 
 import click
 
-from upsertsink.errors import UpsertSinkError
-
-FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
+from upsertsink.cli_common import fail, run
 
 
-def _fail(command: str, message: str) -> None:
-    click.echo(f"upsertsink {command}: error: {' '.join(str(message).split())}", err=True)
-    sys.exit(2)
+def _table_location(target: str) -> str:
+    """A local target as an absolute path (Spark takes a relative ``delta.`t``` for a table name); URIs as
+    given."""
+    from upsertsink.io import is_uri
 
-
-def source_format(source: Path) -> tuple[str, list[Path]]:
-    """The format of a file, or of the data files in a folder (all of one format), and those files."""
-    if not source.exists():
-        raise FileNotFoundError(f"source {source} does not exist")
-    files = [source] if source.is_file() else sorted(
-        p for p in source.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))
-    )
-    kinds = {FORMATS.get(p.suffix.lower()) for p in files}
-    if not files or None in kinds or len(kinds) != 1:
-        names = sorted({p.suffix or p.name for p in files})[:5]
-        raise ValueError(
-            f"source {source} must be a parquet, csv or json file, or a folder of one of those (found {names})"
-        )
-    return kinds.pop(), files
-
-
-def read_embedded(source: Path) -> Any:
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-    import pyarrow.json as pajson
-    import pyarrow.parquet as pq
-
-    fmt, files = source_format(source)
-    if fmt == "parquet":
-        tables = [pq.read_table(p) for p in files]
-    elif fmt == "csv":
-        tables = [pacsv.read_csv(p) for p in files]
-    else:
-        tables = [pajson.read_json(p) for p in files]
-    return pa.concat_tables(tables, promote_options="permissive")
-
-
-def read_spark(source: Path) -> Any:
-    from upsertsink.session import spark_session
-
-    fmt, _ = source_format(source)
-    reader = spark_session("upsertsink-cli").read.format(fmt)
-    if fmt == "csv":
-        reader = reader.option("header", "true").option("inferSchema", "true")
-    return reader.load(str(source))
+    return target if is_uri(target) else os.path.abspath(target)
 
 
 @click.command("write")
-@click.argument("source", type=click.Path(path_type=Path))
+@click.argument("source", metavar="SOURCE")
 @click.option("--target", required=True, help="Delta table path or URI (created on the first write).")
 @click.option("--key", "keys", multiple=True, required=True, help="Merge key column (repeat for several).")
 @click.option("--sequence-by", help="A row replaces the stored row only if this column is greater.")
-@click.option("--delete-when", help="SQL predicate over the source row that marks a delete, e.g. \"op = 'D'\".")
-@click.option("--batch-id", type=click.IntRange(min=0), help="Batch id recorded with the commit; replays skip.")
+@click.option("--delete-when",
+              help="SQL predicate over the source row that marks a delete, e.g. \"op = 'D'\".")
+@click.option("--batch-id", type=click.IntRange(min=0),
+              help="Batch id recorded with the commit; replays skip.")
 @click.option("--app-id", help="Writer identity for batch markers (default: derived from the target).")
 @click.option("--engine", type=click.Choice(["spark", "embedded"]), default="embedded", show_default=True,
               help="embedded: deltalake, no JVM; spark: delta-spark on a local SparkSession.")
 @click.option("--schema-evolution", is_flag=True, help="Add new source columns to the table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def write(source: Path, target: str, keys: tuple[str, ...], sequence_by: str | None, delete_when: str | None,
-          batch_id: int | None, app_id: str | None, engine: str, schema_evolution: bool, as_json: bool) -> None:
-    """Upsert SOURCE (a parquet, csv or json file or folder) into the Delta table at --target."""
-    from upsertsink.sink import UpsertSink
+def write(
+    source: str, target: str, keys: tuple[str, ...], sequence_by: str | None, delete_when: str | None,
+    batch_id: int | None, app_id: str | None, engine: str, schema_evolution: bool, as_json: bool,
+) -> None:
+    """Upsert SOURCE into the Delta table at --target.
 
-    try:
-        sink = UpsertSink(target, list(keys), sequence_by=sequence_by, delete_when=delete_when, app_id=app_id,
-                          schema_evolution=schema_evolution)
-        data = read_spark(source) if engine == "spark" else read_embedded(source)
-        result = sink.write(data, batch_id=batch_id)
-    except (UpsertSinkError, ValueError, FileNotFoundError, OSError) as err:
-        _fail("write", str(err))
-        return
+    SOURCE is a parquet, csv or json file, a folder of such files, or a Delta table (PATH@N: version N).
+    """
+
+    def work() -> Any:
+        from upsertsink import io
+        from upsertsink.sink import UpsertSink
+
+        sink = UpsertSink(
+            _table_location(target), list(keys), sequence_by=sequence_by, delete_when=delete_when,
+            app_id=app_id, schema_evolution=schema_evolution,
+        )  # fmt: skip
+        src = io.resolve_path(source, "source")
+        if engine == "spark":
+            from upsertsink.session import spark_session
+
+            data = io.read_spark(spark_session("upsertsink-cli"), src)
+        else:
+            data = io.read_arrow(src)
+        return sink.write(data, batch_id=batch_id)
+
+    result = run(work)
     if as_json:
         click.echo(json.dumps({"target": target, **dataclasses.asdict(result)}))
-    elif result.skipped:
+        return
+    counts = f"{result.inserted} inserted, {result.updated} updated, {result.deleted} deleted"
+    if result.skipped:
         click.echo(f"batch {result.batch_id} already committed for {result.app_id}: skipped "
-                   f"(table {target} stays at version {result.version})")
+                   f"(table {target} stays at version {result.version})")  # fmt: skip
+    elif result.batch_id is None:
+        click.echo(f"{target} version {result.version}: {counts} (no batch id: a re-run writes again)")
     else:
-        click.echo(f"batch {result.batch_id} -> {target} version {result.version}: {result.inserted} inserted, "
-                   f"{result.updated} updated, {result.deleted} deleted")
+        click.echo(f"batch {result.batch_id} -> {target} version {result.version}: {counts}")
+
+
+def _commit_time(ms: Any) -> str:
+    """A commit timestamp (milliseconds since the epoch) as UTC time, e.g. ``2026-11-22 05:41:23Z``."""
+    if ms is None:
+        return ""
+    moment = datetime.datetime.fromtimestamp(int(ms) / 1000, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+_COLUMNS = [("version", "version"), ("time", "time (UTC)"), ("operation", "operation"), ("app_id", "app id"),
+            ("batch_id", "batch"), ("inserted", "inserted"), ("updated", "updated"), ("deleted", "deleted"),
+            ("files_scanned", "files scanned"), ("files_rewritten", "files rewritten")]
+
+
+def _columns_text(rows: list[dict[str, Any]]) -> list[str]:
+    """Plain aligned columns (no box drawing): numbers right-aligned, text left-aligned."""
+    cells = [[("" if r.get(k) is None else str(r[k])) for k, _ in _COLUMNS] for r in rows]
+    heads = [h for _, h in _COLUMNS]
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(heads)]
+    numeric = {"version", "batch_id", "inserted", "updated", "deleted", "files_scanned", "files_rewritten"}
+
+    def line(values: list[str]) -> str:
+        parts = [v.rjust(w) if k in numeric else v.ljust(w) for (k, _), v, w in zip(_COLUMNS, values, widths)]
+        return "  ".join(parts).rstrip()
+
+    return [line(heads), *(line(c) for c in cells)]
 
 
 @click.command("status")
 @click.argument("path")
-@click.option("--limit", default=10, show_default=True, help="How many recent commits to show.")
+@click.option("--limit", default=10, show_default=True, type=click.IntRange(min=0),
+              help="How many recent commits to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
 def status(path: str, limit: int, as_json: bool) -> None:
-    """Show a table's version, the last batch id per app id, and recent commits with their counts."""
-    from upsertsink import markers
+    """Show a table's version, the last batch id per app id, and recent commits with their time and counts."""
 
-    if not markers.table_exists(path):
-        _fail("status", f"{path} is not a Delta table")
-    info = markers.status(path, limit=limit)
+    def work() -> dict[str, Any]:
+        from upsertsink import markers
+
+        if not markers.table_exists(path):
+            fail(f"{path} is not a Delta table")
+        info = markers.status(path, limit=limit)
+        for commit in info["commits"]:
+            commit["time"] = _commit_time(commit.get("timestamp"))
+        return info
+
+    info = run(work)
     if as_json:
         click.echo(json.dumps(info, default=str))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    console.print(f"[bold]{path}[/bold]  version {info['version']}")
+    lines = [f"{path}  version {info['version']}"]
     if info["batches"]:
-        for app, last in info["batches"].items():
-            console.print(f"  app {app}: last batch id {last}")
+        lines += [f"  app {app}: last batch id {last}" for app, last in info["batches"].items()]
     else:
-        console.print("  no batch markers written by upsertsink")
-    table = Table("version", "operation", "app id", "batch", "inserted", "updated", "deleted", box=None)
-    for c in info["commits"]:
-        table.add_row(*[("" if c[k] is None else str(c[k])) for k in
-                        ("version", "operation", "app_id", "batch_id", "inserted", "updated", "deleted")])
-    console.print(table)
+        lines.append("  no batch markers written by upsertsink")
+    if info["commits"]:
+        lines += ["", *_columns_text(info["commits"])]
+    click.echo("\n".join(lines))

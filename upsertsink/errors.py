@@ -45,7 +45,9 @@ class WriteFailedError(UpsertSinkError):
 # ---------------------------------------------------------------- naming settings in messages
 
 # Python parameter name -> the CLI flag that sets it, where the flag is not simply --name-with-dashes.
-_FLAGS = {"keys": "--key", "ignore_columns": "--ignore-column", "partition_by": "--partition-by"}
+_FLAGS = {
+    "keys": "--key", "ignore_columns": "--ignore-column", "partition_by": "--partition-by", "columns": "--column",
+}
 
 _OPTION_STYLE: ContextVar[str] = ContextVar("upsertsink_option_style", default="python")
 

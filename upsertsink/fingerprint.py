@@ -17,9 +17,12 @@ Arrow batches (``mapInArrow``) and adds the partial sums on the driver.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +37,9 @@ LEGACY_ALGORITHMS = ("spark-xxhash64-v1", "arrow-pandas-hash64-v2")
 # Up to this many rows, key uniqueness is decided from 64-bit key hashes in one process (8 bytes a row);
 # above it, the Spark engine groups by key instead. One threshold for every caller.
 LOCAL_KEY_CHECK_ROWS = 4_000_000
+
+# Batches with at least this many rows have their columns hashed on several threads.
+PARALLEL_ROWS = 50_000
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _NULL = np.uint64(0x5BD1E9955BD1E995)
@@ -71,6 +77,13 @@ def category(t: pa.DataType) -> str:
         return "string"
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
         return "binary"
+    # nested types by their shape, not by Arrow's names for the parts (Spark says "element", pandas "item")
+    if pa.types.is_map(t):
+        return f"map<{category(t.key_type)},{category(t.item_type)}>"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_fixed_size_list(t):
+        return f"list<{category(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "struct<" + ",".join(f"{f.name}:{category(f.type)}" for f in t) + ">"
     return f"other:{t}"
 
 
@@ -78,7 +91,20 @@ def category(t: pa.DataType) -> str:
 
 
 def _hash_values(values: np.ndarray) -> np.ndarray:
+    """Hash Python objects (the distinct strings, bytes and texts of a column): pandas' SipHash, fixed key."""
     return pd.util.hash_array(values, categorize=False)
+
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """A multiply-xorshift finaliser, in place: spreads each 64-bit row word before the rows are summed."""
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(32)
+        x *= _M1
+        x ^= x >> np.uint64(29)
+    return x
 
 
 def _text_hash(col: pa.ChunkedArray) -> np.ndarray:
@@ -92,25 +118,30 @@ def _text_hash(col: pa.ChunkedArray) -> np.ndarray:
 def _numeric(col: pa.ChunkedArray) -> np.ndarray:
     """The canonical fixed-width encoding of a numeric-like column, as uint64 (nulls filled)."""
     t = col.type
+    if col.null_count:
+        col = pc.fill_null(col, False if pa.types.is_boolean(t) else 0)  # nulls get their own hash later
     if pa.types.is_floating(t):
-        v = pc.fill_null(pc.cast(col, pa.float64()), 0.0).to_numpy()
+        v = pc.cast(col, pa.float64()).to_numpy()
         v = np.where(np.isnan(v), _CANONICAL_NAN, v + 0.0)  # -0.0 + 0.0 is 0.0; every NaN alike
         return v.view(np.uint64)
     if pa.types.is_timestamp(t):
         col = pc.cast(col, pa.timestamp("us", t.tz), safe=False)
-        return pc.fill_null(col.cast(pa.int64()), 0).to_numpy().view(np.uint64)
-    if pa.types.is_date64(t):
-        col = pc.cast(col, pa.date32())
-    if pa.types.is_date32(col.type) or pa.types.is_time(t) or pa.types.is_duration(t):
-        return pc.fill_null(col.cast(pa.int64()), 0).to_numpy().view(np.uint64)
+        return col.cast(pa.int64()).to_numpy().view(np.uint64)
+    if pa.types.is_date(t):  # days since the epoch
+        col = pc.cast(col, pa.date32()).cast(pa.int32())
+    elif pa.types.is_time32(t):
+        col = col.cast(pa.int32())
+    if pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        return col.cast(pa.int64()).to_numpy().view(np.uint64)
     if pa.types.is_boolean(t):
-        return pc.fill_null(col, False).to_numpy(zero_copy_only=False).astype(np.uint64)
+        return col.to_numpy(zero_copy_only=False).astype(np.uint64)
     # integers of every width and sign: the int64 two's complement
-    return pc.fill_null(pc.cast(col, pa.int64(), safe=False), 0).to_numpy().view(np.uint64)
+    return pc.cast(col, pa.int64(), safe=False).to_numpy().view(np.uint64)
 
 
 def column_hash(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """A 64-bit hash per value of one column, by the canonical encoding of its type."""
+    """A 64-bit word per value of one column, by the canonical encoding of its type: fixed-width values as
+    their canonical 64-bit form, text-like ones hashed (SipHash), nulls a constant of their own."""
     if isinstance(col, pa.Array):
         col = pa.chunked_array([col], type=col.type)
     if pa.types.is_dictionary(col.type):
@@ -127,7 +158,7 @@ def column_hash(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
         return _text_hash(pa.chunked_array([pa.array(text, pa.string())]))
     if category(t) in ("integer", "float", "timestamp", "date", "boolean") or pa.types.is_time(t) \
             or pa.types.is_duration(t):
-        hashes = _hash_values(_numeric(col))
+        hashes = _numeric(col)  # the canonical word itself; rows are mixed once, after combining
     else:
         text = [None if v is None else str(v) for v in col.to_pylist()]
         return _text_hash(pa.chunked_array([pa.array(text, pa.string())]))
@@ -140,8 +171,10 @@ def combine(hashes: Sequence[np.ndarray], rows: int) -> np.ndarray:
     """Combine per-column hashes into one per row, in the order given."""
     out = np.zeros(rows, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for h in hashes:
-            out = (out ^ h) * _MIX + np.uint64(1)
+        for h in hashes:  # out = (out ^ h) * MIX + 1, in place
+            np.bitwise_xor(out, h, out=out)
+            np.multiply(out, _MIX, out=out)
+            np.add(out, np.uint64(1), out=out)
     return out
 
 
@@ -162,13 +195,24 @@ class Hasher:
         return self._cache[name]
 
     def rows(self) -> np.ndarray:
-        return combine([self.column(c) for c in self.columns], self.table.num_rows)
+        """One 64-bit hash per row: the columns' words combined in order, then mixed."""
+        missing = [c for c in self.columns if c not in self._cache]
+        if len(missing) > 1 and self.table.num_rows >= PARALLEL_ROWS:
+            # Arrow and numpy release the GIL: the columns of a large batch are hashed side by side.
+            for name, hashes in zip(missing, _pool().map(lambda c: column_hash(self.table[c]), missing), strict=True):
+                self._cache[name] = hashes
+        return _mix64(combine([self.column(c) for c in self.columns], self.table.num_rows))
 
     def keys(self, keys: Sequence[str]) -> np.ndarray:
         return combine([self.column(k) for k in keys], self.table.num_rows)
 
     def schema_text(self) -> str:
         return schema_text((c, category(self.table.schema.field(c).type)) for c in self.columns)
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="upsertsink-hash")
 
 
 def schema_text(columns: Iterable[tuple[str, str]]) -> str:

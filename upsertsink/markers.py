@@ -262,6 +262,12 @@ def status(path: str, limit: int = 10, storage_options: dict[str, str] | None = 
                     ),
                     "updated": _metric(metrics, "num_target_rows_updated", "numTargetRowsUpdated"),
                     "deleted": _metric(metrics, "num_target_rows_deleted", "numTargetRowsDeleted"),
+                    # files the write could read (the sink's file pruning), and files it rewrote
+                    "files_scanned": meta.get("files_scanned") if meta else None,
+                    "files_rewritten": _metric(
+                        metrics, "num_target_files_removed", "numTargetFilesRemoved", "num_removed_files",
+                        "numRemovedFiles",
+                    ),
                 }
             )
     return {

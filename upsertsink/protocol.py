@@ -28,7 +28,7 @@ from upsertsink.conflicts import RetryableConflict, first_line
 from upsertsink.engines.base import Engine, PreparedBatch, WriteRequest
 from upsertsink.errors import ConcurrentWriteError, ReplayDivergenceError, UpsertSinkError, WriteFailedError
 from upsertsink.spec import MergePlan
-from upsertsink.tombstones import SEQUENCE, TombstoneStore, key_column
+from upsertsink.tombstones import SEQUENCE, TombstoneStore, key_column, stored_sequences
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ def _repair(
     if overtaken.num_rows == 0:
         return None
     snapshot = markers.open_snapshot(request.target, request.storage_options)
-    stored = engine.stored_sequences(request, snapshot, overtaken.select(kc))
+    stored = stored_sequences(snapshot, request.keys, request.sequence, overtaken.select(kc))
     both = overtaken.select([*kc, SEQUENCE]).join(stored.rename_columns([*kc, "_stored"]), keys=kc)
     older = both.filter(pc.fill_null(pc.less(pc.cast(both["_stored"], both[SEQUENCE].type), both[SEQUENCE]), False))
     if older.num_rows == 0:

@@ -15,7 +15,7 @@ it always read). Results are tested by ``tests/test_pruning.py`` against the fil
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,12 @@ class FileRanges:
     ranges: tuple[tuple[Any, Any], ...]
     files: int  # files those ranges cover (the files the MERGE may read)
     total_files: int
+    max_sequence: Any = None  # the highest sequence value those files hold (from statistics), when known
+
+    @property
+    def narrows(self) -> bool:
+        """True when the ranges leave some file out (else a predicate would only cost time)."""
+        return self.files < self.total_files
 
 
 def _prunable(t: pa.DataType) -> bool:
@@ -53,7 +59,9 @@ def _stats(table: Any, key: str) -> tuple[pa.Array, pa.Array] | None:
     return mins, maxs
 
 
-def file_ranges(table: Any, keys: tuple[str, ...], batch_keys: pa.Table | None) -> FileRanges | None:
+def file_ranges(
+    table: Any, keys: tuple[str, ...], batch_keys: pa.Table | None, sequence: str | None = None
+) -> FileRanges | None:
     """The ranges of the target files that can hold any key of ``batch_keys`` (a table of key columns).
 
     None when pruning does not apply (no statistics, a key type not pruned on, column mapping, no batch keys).
@@ -78,8 +86,21 @@ def file_ranges(table: Any, keys: tuple[str, ...], batch_keys: pa.Table | None) 
             mins, maxs = mins.cast(values.type), maxs.cast(values.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             continue
-        return _ranges(key, values, mins, maxs)
+        found, hits = _ranges(key, values, mins, maxs)
+        return replace(found, max_sequence=_max_sequence(table, sequence, hits)) if sequence else found
     return None
+
+
+def _max_sequence(table: Any, sequence: str, hits: np.ndarray) -> Any:
+    """The largest ``sequence`` value in the files selected by ``hits``, from their statistics (None if unknown)."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    name = f"max.{sequence}"
+    if name not in actions.column_names:
+        return None
+    values = actions[name].combine_chunks().filter(pa.array(hits))
+    if values.null_count or not pa.types.is_integer(values.type):
+        return None  # integer sequences only: other statistics may be rounded or truncated
+    return pc.max(values).as_py() if len(values) else None
 
 
 def _as_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -88,10 +109,16 @@ def _as_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
 
-def _ranges(key: str, values: pa.ChunkedArray, mins: pa.Array, maxs: pa.Array) -> FileRanges:
-    sorted_values = np.unique(_as_numpy(values))
+def _ranges(key: str, values: pa.ChunkedArray, mins: pa.Array, maxs: pa.Array) -> tuple[FileRanges, np.ndarray]:
     lo, hi = _as_numpy(mins), _as_numpy(maxs)
-    hits = np.searchsorted(sorted_values, lo, side="left") < np.searchsorted(sorted_values, hi, side="right")
+    bounds = pc.min_max(values)
+    low, high = _as_numpy(pa.array([bounds["min"].as_py()], values.type)), _as_numpy(
+        pa.array([bounds["max"].as_py()], values.type)
+    )
+    hits = (lo <= high[0]) & (hi >= low[0])  # files overlapping the batch's range at all
+    if hits.sum() > 1:  # several candidates: which of them hold a batch key (sorting costs; skip it for one)
+        sorted_values = np.sort(_as_numpy(values))  # repeats do no harm to the searches below
+        hits &= np.searchsorted(sorted_values, lo, side="left") < np.searchsorted(sorted_values, hi, side="right")
     order = np.argsort(lo[hits], kind="stable")
     touched_lo, touched_hi = lo[hits][order], hi[hits][order]
     merged: list[list[Any]] = []
@@ -106,7 +133,7 @@ def _ranges(key: str, values: pa.ChunkedArray, mins: pa.Array, maxs: pa.Array) -
         merged[i : i + 2] = [[merged[i][0], merged[i + 1][1]]]
     to_py = mins.type
     ranges = tuple((_py(a, to_py), _py(b, to_py)) for a, b in merged)
-    return FileRanges(key, ranges, int(hits.sum()), len(lo))
+    return FileRanges(key, ranges, int(hits.sum()), len(lo)), hits
 
 
 def _gap(a: Any, b: Any) -> float:

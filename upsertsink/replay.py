@@ -17,15 +17,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from upsertsink.errors import InvalidInputError
-from upsertsink.keyed_diff import DiffResult, _split_version, diff
+from upsertsink import io
+from upsertsink.diffing import DiffResult, diff, render
+from upsertsink.diffing.render import Styler
+from upsertsink.errors import InvalidInputError, option
 
 log = logging.getLogger(__name__)
 
 # shuffle partitions and input partitions of runs 2, 3, ... (cycled); run 1 keeps the session's settings
 _SHUFFLE_PARTITIONS = (7, 1, 13, 3, 29, 5)
 _INPUT_PARTITIONS = (3, 1, 5, 2, 7, 4)
-_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
 
 
 @dataclass
@@ -65,7 +66,7 @@ class ReplayResult:
         """How many times the job ran."""
         return len(self.settings)
 
-    def format_text(self, limit: int = 10) -> str:
+    def format_text(self, limit: int = 10, style: Styler | None = None) -> str:
         """A plain-text report: one line per run, and the differences of the runs that differ."""
         lines = [f"replay check keyed by {', '.join(self.keys)}: {self.runs} runs"]
         lines.append(f"  {self.settings[0].describe()}: baseline, {self.diffs[0].rows_left} rows")
@@ -74,7 +75,7 @@ class ReplayResult:
         for setting, d in zip(self.settings[1:], self.diffs):
             if not d.equal:
                 lines.append(f"run {setting.run} vs run 1 ({setting.describe()}):")
-                lines.extend("  " + line for line in d.format_text(limit).splitlines())
+                lines.extend("  " + line for line in render(d, limit, style).splitlines())
         if self.equal:
             lines.append("all runs equal")
         return "\n".join(lines)
@@ -111,46 +112,9 @@ def load_job(target: str) -> Callable[..., Any]:
     return obj
 
 
-def _input_format(path: str) -> str:
-    if os.path.isfile(path):
-        ext = os.path.splitext(path)[1].lower()
-        if ext in _FORMATS:
-            return _FORMATS[ext]
-        raise InvalidInputError(f"input {path!r}: unknown file type {ext!r} (use parquet, csv or json)")
-    for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-        for name in sorted(files):
-            ext = os.path.splitext(name)[1].lower()
-            if not name.startswith(("_", ".")) and ext in _FORMATS:
-                return _FORMATS[ext]
-    raise InvalidInputError(f"input {path!r}: no Delta log and no parquet, csv or json files inside")
-
-
-def read_input(spark: Any, spec: str) -> Any:
-    """Read ``PATH`` (or ``PATH@N``): a Delta table directory, or a parquet/csv/json file or folder."""
-    path, version = _split_version(spec)
-    if not os.path.exists(path):
-        raise InvalidInputError(f"input {path!r} does not exist")
-    path = os.path.abspath(path)
-    is_delta = os.path.isdir(os.path.join(path, "_delta_log"))
-    if version is not None and not is_delta:
-        raise InvalidInputError(f"input {spec!r}: a version (@{version}) needs a Delta table")
-    try:
-        if is_delta:
-            reader = spark.read.format("delta")
-            if version is not None:
-                reader = reader.option("versionAsOf", version)
-            return reader.load(path)
-        fmt = _input_format(path)
-        reader = spark.read.format(fmt)
-        if fmt == "csv":
-            reader = reader.option("header", "true").option("inferSchema", "true")
-        return reader.load(path)
-    except InvalidInputError:
-        raise
-    except Exception as exc:  # AnalysisException etc.
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise InvalidInputError(f"input {spec!r}: cannot read it: {first}") from exc
+def read_input(spark: Any, spec: str, what: str = "input") -> Any:
+    """Read ``PATH`` (``PATH@N``) as a Spark DataFrame: a Delta table, a parquet/csv/json file or folder."""
+    return io.read_spark(spark, io.resolve_path(spec, what))
 
 
 def _settings(runs: int, base_partitions: int) -> list[RunSettings]:
@@ -166,7 +130,7 @@ def _settings(runs: int, base_partitions: int) -> list[RunSettings]:
 
 def _vary(df: Any, setting: RunSettings) -> Any:
     """The same rows in ``input_partitions`` partitions, each in a seeded random order."""
-    if setting.input_partitions is None or not _is_spark_frame(df):
+    if setting.input_partitions is None or not io.is_spark_frame(df):
         return df
     from pyspark.sql import functions as F
 
@@ -177,10 +141,6 @@ def _vary(df: Any, setting: RunSettings) -> Any:
         .sortWithinPartitions(order)
         .drop(order)
     )
-
-
-def _is_spark_frame(value: Any) -> bool:
-    return (type(value).__module__ or "").startswith("pyspark.sql") and hasattr(value, "sparkSession")
 
 
 def replay_check(
@@ -196,7 +156,7 @@ def replay_check(
 ) -> ReplayResult:
     """Run ``job(spark, *args, **kwargs)`` ``runs`` times with varied partitioning and diff by ``keys``."""
     if not isinstance(runs, int) or runs < 2:
-        raise InvalidInputError(f"runs must be an int >= 2, got {runs!r}")
+        raise InvalidInputError(f"{option('runs')} must be an int >= 2, got {runs!r}")
     key_list = [keys] if isinstance(keys, str) else list(keys)
     kwargs = dict(kwargs or {})
     say = progress or (lambda _msg: None)
@@ -213,7 +173,7 @@ def replay_check(
             run_args = [_vary(a, setting) for a in args]
             run_kwargs = {k: _vary(v, setting) for k, v in kwargs.items()}
             out = job(spark, *run_args, **run_kwargs)
-            if not _is_spark_frame(out):
+            if not io.is_spark_frame(out):
                 raise InvalidInputError(
                     f"the job must return a Spark DataFrame, it returned {type(out).__name__}"
                 )

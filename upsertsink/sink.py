@@ -15,7 +15,9 @@ from upsertsink import batch as B
 from upsertsink import markers, predicate
 from upsertsink.engines.base import Engine, WriteRequest
 from upsertsink.errors import InvalidInputError, option
+from upsertsink.io import is_spark_frame
 from upsertsink.protocol import Settings, WriteResult, write
+from upsertsink.session import require_spark
 from upsertsink.storage import deltalake_options
 
 log = logging.getLogger(__name__)
@@ -30,11 +32,11 @@ def _default_app_id(target: str) -> str:
     return f"upsertsink:{name}"
 
 
-def is_spark_dataframe(data: Any) -> bool:
-    for cls in type(data).__mro__:
-        if cls.__name__ == "DataFrame" and cls.__module__.startswith("pyspark.sql"):
-            return True
-    return False
+def _absolute(target: str) -> str:
+    """A local path as an absolute one (Spark resolves relative paths against its own working directory)."""
+    if "://" in target or target.startswith("file:"):
+        return target
+    return os.path.abspath(target)
 
 
 class UpsertSink:
@@ -56,7 +58,7 @@ class UpsertSink:
     ):
         if not isinstance(target, str) or not target:
             raise InvalidInputError(f"target must be a Delta table path or URI, got {target!r}")
-        self.target = target
+        self.target = _absolute(target)
         self.keys = B.normalize_keys(keys)
         if sequence_by is not None and (not isinstance(sequence_by, str) or not sequence_by):
             raise InvalidInputError(f"{option('sequence_by')} must be a column name, got {sequence_by!r}")
@@ -65,7 +67,7 @@ class UpsertSink:
         self.sequence_by = sequence_by
         self._delete_when = predicate.parse(delete_when, option("delete_when")) if delete_when is not None else None
         self.delete_when = delete_when
-        self.app_id = app_id if app_id is not None else _default_app_id(target)
+        self.app_id = app_id if app_id is not None else _default_app_id(self.target)
         if not isinstance(self.app_id, str) or not self.app_id:
             raise InvalidInputError(f"{option('app_id')} must be a non-empty string, got {app_id!r}")
         if isinstance(partition_by, str):
@@ -111,7 +113,8 @@ class UpsertSink:
     # ------------------------------------------------------------------ internals
 
     def _engine_for(self, data: Any) -> Engine:
-        if is_spark_dataframe(data):
+        if is_spark_frame(data):
+            require_spark("UpsertSink.write with a Spark DataFrame")
             from upsertsink.engines.spark import SparkEngine
 
             return SparkEngine(data, deltalake_options(self.target, self.storage_options, data.sparkSession))

@@ -59,6 +59,7 @@ class PreparedBatch:
     casts: tuple[str, ...] = ()
     delete_count: int | None = None  # rows flagged as deletes, when known without another pass
     key_values: pa.Table | None = None  # the key columns' values (Arrow), when small enough to hold
+    sequence_range: tuple[Any, Any] | None = None  # (min, max) of the sequence column, when known
 
     def with_data(self, data: Any, rows: int | None = None, added_deletes: int = 0) -> PreparedBatch:
         deletes = None if self.delete_count is None else self.delete_count + added_deletes
@@ -106,9 +107,6 @@ class Engine(Protocol):
 
     def upserted_keys(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         """The batch's non-delete rows as (k0..kN, sequence): what a concurrent delete could have overtaken."""
-
-    def stored_sequences(self, request: WriteRequest, snapshot: Snapshot, keys: pa.Table) -> pa.Table:
-        """The table's rows for ``keys`` (k0..kN columns) as (k0..kN, sequence)."""
 
     def commit(
         self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,

@@ -14,14 +14,14 @@ import pyarrow.compute as pc
 from upsertsink import batch as B
 from upsertsink import faults
 from upsertsink import fingerprint as fp
+from upsertsink.arrow_batch import prepare_arrow
 from upsertsink.conflicts import RetryableConflict, deltalake_conflict
 from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Snapshot
-from upsertsink.predicate import evaluate_arrow
 from upsertsink.pruning import FileRanges, file_ranges, sql_literal
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan
-from upsertsink.tombstones import SEQUENCE, key_column, stale_mask, stored_sequences
+from upsertsink.tombstones import SEQUENCE, key_column, stale_mask
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,6 @@ def to_arrow(data: Any) -> pa.Table:
 
 def columns_of(schema: pa.Schema) -> list[B.Column]:
     return [B.Column(f.name, fp.category(f.type), str(f.type), f.type) for f in schema]
-
-
-def _orderable(t: pa.DataType) -> bool:
-    return fp.category(t) in ("integer", "float", "decimal", "string", "date", "timestamp")
 
 
 class EmbeddedEngine:
@@ -110,27 +106,7 @@ class EmbeddedEngine:
         return fp.fingerprint(self._canonical(request, target, casts))
 
     def prepare(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> PreparedBatch:
-        table = self._canonical(request, target, casts)
-        checked = [*request.keys, *([request.sequence] if request.sequence else [])]
-        nulls = {c: table[c].null_count for c in checked}
-        nans = {c: int(pc.sum(pc.is_nan(table[c])).as_py() or 0) for c in checked if pa.types.is_floating(table[c].type)}
-        B.check_stats(request.keys, request.sequence, nulls, nans)
-        hasher = fp.Hasher(table)
-        fingerprint = fp.digest(hasher.schema_text(), table.num_rows, fp.hash_sum(hasher.rows()))
-        key_hashes = hasher.keys(request.keys)
-        if fp.has_repeats(key_hashes):
-            keep = _resolve_duplicates(table, request.keys, request.sequence, hasher.rows())
-            table, key_hashes = table.take(pa.array(keep)), key_hashes[keep]
-        if request.delete_when is not None:
-            table = table.append_column(pa.field(DELETE_FLAG, pa.bool_()), evaluate_arrow(request.delete_when, table))
-        ranges = {}
-        for k in request.keys:
-            if table.num_rows and _orderable(table[k].type):
-                mm = pc.min_max(table[k])
-                ranges[k] = (mm["min"].as_py(), mm["max"].as_py())
-        return PreparedBatch(
-            table, fingerprint, table.num_rows, key_hashes, ranges, tuple(casts), key_values=table.select(list(request.keys))
-        )
+        return prepare_arrow(self._canonical(request, target, casts), request, casts)
 
     # -------------------------------------------------------------- tombstones
 
@@ -176,9 +152,6 @@ class EmbeddedEngine:
 
     def upserted_keys(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         return self._rows(request, prepared, deletes=False)
-
-    def stored_sequences(self, request: WriteRequest, snapshot: Snapshot, keys: pa.Table) -> pa.Table:
-        return stored_sequences(snapshot, request.keys, request.sequence, keys)
 
     # -------------------------------------------------------------- commits
 
@@ -255,7 +228,7 @@ class EmbeddedEngine:
         table: Any, data: pa.Table, plan: MergePlan, props: Any, evolve: bool = False, ranges: FileRanges | None = None
     ) -> dict[str, Any]:
         on = plan.on("datafusion")
-        if ranges is not None:
+        if ranges is not None and ranges.narrows:
             # Only the files that can hold the batch's keys are read (and can be rewritten); new keys outside
             # every file are inserted unread. Bounds are rendered from typed values, never from user text.
             ref = plan.ref(TARGET, ranges.key, "datafusion")
@@ -312,25 +285,3 @@ def _with_metadata(props: Any, **extra: Any) -> Any:
 
 def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-def _resolve_duplicates(
-    table: pa.Table, keys: tuple[str, ...], sequence: str | None, row_hashes: np.ndarray
-) -> np.ndarray:
-    """Indices of the rows to keep: exact duplicates collapse; the highest sequence wins; else an error."""
-    frame = pd.DataFrame({f"k{i}": table[k].to_pandas() for i, k in enumerate(keys)})
-    kcols = list(frame.columns)
-    frame["_h"] = row_hashes
-    frame["_i"] = np.arange(table.num_rows)
-    frame = frame.drop_duplicates(subset=[*kcols, "_h"], keep="first")
-    reason = "no sequence_by column to choose a row"
-    if sequence is not None:
-        frame["_s"] = table[sequence].to_pandas().to_numpy()[frame["_i"].to_numpy()]
-        top = frame.groupby(kcols, sort=False, dropna=False)["_s"].transform("max")
-        frame = frame[frame["_s"] == top]
-        reason = f"equal {sequence!r} values with different content"
-    dup = frame[frame.duplicated(subset=kcols, keep=False)]
-    if len(dup):
-        examples = sorted({tuple(r) for r in dup[kcols].itertuples(index=False, name=None)}, key=repr)
-        raise B.duplicate_error(keys, examples, reason)
-    return np.sort(frame["_i"].to_numpy())

@@ -16,9 +16,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from upsertsink import batch as B
 from upsertsink import fingerprint as fp
+from upsertsink.arrow_batch import prepare_arrow
 from upsertsink.conflicts import first_line
 from upsertsink.engines import spark_merge, spark_stats
 from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
@@ -27,10 +29,12 @@ from upsertsink.engines.spark_merge import col as _col
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Snapshot
 from upsertsink.spec import DELETE_FLAG, MergePlan
-from upsertsink.tombstones import SEQUENCE, key_column, stored_sequences
+from upsertsink.tombstones import SEQUENCE, key_column
 
 log = logging.getLogger(__name__)
 
+# Batches up to this many rows are collected and prepared on the driver (as the embedded engine does).
+LOCAL_ROWS = 50_000
 OK_PREFIX = "__upsertsink_ok_"  # per cast column: the value fits the table's type (dropped before the MERGE)
 STALE = "__upsertsink_stale"
 _RANGE_CATEGORIES = {"integer", "decimal", "string", "date", "timestamp"}
@@ -40,7 +44,7 @@ def _arrow_type(dtype: Any) -> pa.DataType | None:
     from pyspark.sql.pandas.types import to_arrow_type
 
     try:
-        return to_arrow_type(dtype)
+        return to_arrow_type(dtype, timezone="UTC")  # zoned timestamps need a zone; only the category is used
     except Exception:  # noqa: BLE001 - a Spark type Arrow cannot carry (intervals, variants ...)
         return None
 
@@ -115,6 +119,8 @@ class SparkEngine:
         checked = [*request.keys, *([request.sequence] if request.sequence else [])]
         floats = [c for c in checked if type(df.schema[c].dataType).__name__ in ("FloatType", "DoubleType")]
         ranged = [k for k in request.keys if _column(df.schema[k]).category in _RANGE_CATEGORIES]
+        if request.sequence and _column(df.schema[request.sequence]).category == "integer":
+            ranged.append(request.sequence)  # its range tells whether the batch is newer than the table
         spark_types = {"long": LongType(), "binary": BinaryType()}
         fields = spark_stats.output_fields(checked, floats, oks, [(k, df.schema[k].dataType) for k in ranged])
         if not full:
@@ -137,8 +143,18 @@ class SparkEngine:
         schema = fp.schema_text((c.name, c.category) for c in (_column(df.schema[n]) for n in hashed))
         return fp.digest(schema, count, total)
 
+    def _collect_small(self, df: Any) -> pa.Table | None:
+        """The batch as Arrow on the driver when it has at most LOCAL_ROWS rows (one job), else None."""
+        if any(_arrow_type(f.dataType) is None for f in df.schema):
+            return None
+        table = self._run(lambda: df.limit(LOCAL_ROWS + 1).toArrow())
+        return table if table.num_rows <= LOCAL_ROWS else None
+
     def fingerprint(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> fp.Fingerprint:
         df, oks = self._canonical(request, target, casts)
+        small = self._collect_small(df)
+        if small is not None:
+            return fp.fingerprint(small, exclude=[OK_PREFIX + str(i) for i in range(len(oks))])
         hashed = [c for c in self.df.columns]
         stats = self._run(lambda: self._stats(df, request, hashed, oks, full=False))
         return self._digest(df, hashed, stats[0])
@@ -168,6 +184,9 @@ class SparkEngine:
             if not isinstance(kind, (BooleanType, NullType)):
                 raise InvalidInputError(f"delete_when {text!r} is not a boolean predicate (it gives {kind.simpleString()})")
             df = df.withColumn(DELETE_FLAG, F.coalesce(F.expr(text).cast("boolean"), F.lit(False)))
+        small = self._collect_small(df)
+        if small is not None:  # a micro-batch: prepared on the driver, merged from a local relation
+            return self._prepare_small(small, df, request, target, casts, oks)
         df = df.localCheckpoint(eager=False)
         rows, checked, floats, ranged = self._run(lambda: self._stats(df, request, hashed, oks, full=True))
         def total(name: str) -> int:
@@ -194,6 +213,7 @@ class SparkEngine:
             highs = [r[f"max_{i}"] for r in rows if r[f"max_{i}"] is not None]
             if lows:
                 ranges[k] = (min(lows), max(highs))
+        sequence_range = ranges.pop(request.sequence, None) if request.sequence not in request.keys else None
         if (hashes is not None and fp.has_repeats(hashes)) or (hashes is None and count > 1 and _repeats(df, request)):
             df, count = self._resolve_duplicates(df, request.keys, request.sequence)
             hashes = None
@@ -204,8 +224,23 @@ class SparkEngine:
         if rows and all(r["key_values"] is not None for r in rows):
             values = spark_stats.read_key_values([r["key_values"] for r in rows], request.keys)
         return PreparedBatch(
-            df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"), key_values=values
+            df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"), key_values=values,
+            sequence_range=sequence_range,
         )
+
+    def _prepare_small(
+        self, table: pa.Table, df: Any, request: WriteRequest, target: list[B.Column] | None, casts: list[str],
+        oks: list[str],
+    ) -> PreparedBatch:
+        checks = [OK_PREFIX + str(i) for i in range(len(oks))]
+        types = {c.name: c for c in target or ()}
+        for name, check in zip(oks, checks, strict=True):
+            bad = table.num_rows - int(pc.sum(pc.fill_null(table[check], True)).as_py() or 0)
+            if bad:
+                raise B.cast_overflow_error(name, bad, self.df.schema[name].dataType.simpleString(), types[name].type)
+        prepared = prepare_arrow(table.drop_columns(checks), request, casts)
+        source = self.spark.createDataFrame(prepared.data, schema=df.drop(*checks).schema)
+        return prepared.with_data(source)
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
         from pyspark.sql import Window
@@ -232,7 +267,7 @@ class SparkEngine:
     def key_sample(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        schema = to_arrow_schema(prepared.data.select(*[_col(k) for k in request.keys]).schema)
+        schema = to_arrow_schema(prepared.data.select(*[_col(k) for k in request.keys]).schema, timezone="UTC")
         return schema.empty_table()
 
     def apply_tombstones(
@@ -285,9 +320,6 @@ class SparkEngine:
 
     def upserted_keys(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         return self._rows(request, prepared, deletes=False)
-
-    def stored_sequences(self, request: WriteRequest, snapshot: Snapshot, keys: pa.Table) -> pa.Table:
-        return stored_sequences(snapshot, request.keys, request.sequence, keys)
 
     # -------------------------------------------------------------- commits (spark_merge.py)
 

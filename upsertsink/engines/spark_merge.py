@@ -121,11 +121,15 @@ def _merge(
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    found = file_ranges(snapshot.table, request.keys, prepared.key_values)
+    found = file_ranges(snapshot.table, request.keys, prepared.key_values, request.sequence)
     if found is not None:
         metadata = {**metadata, "files_scanned": found.files}
     session = _session(spark, request, metadata, marker=True)
-    source = _changed_rows(prepared.data, spark, request.target, plan, prepared.key_ranges, prepared.rows, found)
+    source = prepared.data
+    if _all_newer(request, prepared, found):
+        log.debug("no-op filter skipped: every row of batch %s is newer than the files it can touch", request.batch_id)
+    else:
+        source = _changed_rows(prepared.data, spark, request.target, plan, prepared.key_ranges, prepared.rows, found)
     on = F.expr(plan.on("spark"))
     pruning = _pruning(TARGET, prepared.key_ranges, found)
     if pruning is not None:
@@ -182,6 +186,18 @@ def repair(spark: Any, request: WriteRequest, deletes: pa.Table, metadata: dict[
     return CommitOutcome(_version(request) or 0, 0, 0, int(metrics["num_deleted_rows"] or 0) if metrics else 0)
 
 
+def _all_newer(request: WriteRequest, prepared: PreparedBatch, found: FileRanges | None) -> bool:
+    """True when no row of the batch can be a no-op: no file can hold its keys, or (with an integer sequence)
+    every row is newer than anything the files it can touch hold. The no-op filter is then skipped."""
+    if found is None:
+        return False
+    if found.files == 0:
+        return True
+    if request.sequence is None or found.max_sequence is None or prepared.sequence_range is None:
+        return False
+    return prepared.sequence_range[0] > found.max_sequence
+
+
 def _clauses(merge: Any, plan: MergePlan) -> Any:
     if plan.deletes:
         merge = merge.whenMatchedDelete(condition=plan.delete_condition("spark"))
@@ -209,7 +225,7 @@ def _pruning(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None, found
     def ref(key: str) -> Any:
         return F.col(f"{alias}.{quote(key, 'spark')}" if alias else quote(key, "spark"))
 
-    if found is not None:
+    if found is not None and found.narrows:
         if not found.ranges:
             return F.lit(False)
         parts = [ref(found.key).between(F.lit(lo), F.lit(hi)) for lo, hi in found.ranges]

@@ -4,6 +4,9 @@ With the pytest plugin's session-scoped ``spark`` fixture a job's replay test is
 
     def test_orders_job_is_deterministic(spark):
         assert_replay_equal(build_orders, spark.read.parquet("tests/data/orders"), keys="order_id")
+
+Failures show the same report as ``upsertsink diff``: the counts, then each differing key with the
+columns that differ as ``left -> right``.
 """
 
 from __future__ import annotations
@@ -26,16 +29,19 @@ def assert_frame_equal_by_key(
 ) -> None:
     """Assert two tables/frames hold the same rows by key (any order); the error shows the differing rows.
 
-    Accepts everything ``upsertsink.diff`` accepts: Delta paths (``PATH@N``), Spark/pandas DataFrames,
-    pyarrow Tables.
+    Accepts everything ``upsertsink.diff`` accepts: Delta paths (``PATH@N``), parquet/csv/json files,
+    Spark/pandas DataFrames, pyarrow Tables.
     """
     __tracebackhide__ = True
-    from upsertsink.keyed_diff import diff
+    from upsertsink.diffing import diff, render
 
-    result = diff(left, right, keys, columns=columns, ignore_columns=ignore_columns, tolerance=tolerance)
+    result = diff(
+        left, right, keys, columns=columns, ignore_columns=ignore_columns, tolerance=tolerance,
+        sample_size=max(limit, 1),
+    )  # fmt: skip
     if not result.equal:
         key_text = ", ".join([keys] if isinstance(keys, str) else list(keys))
-        raise AssertionError(f"frames differ by key ({key_text}):\n{result.format_text(limit)}")
+        raise AssertionError(f"frames differ by key ({key_text}):\n{render(result, limit)}")
 
 
 def assert_replay_equal(
@@ -53,16 +59,21 @@ def assert_replay_equal(
     the first input's, or the active one. Extra keyword arguments go to ``diff`` (e.g. ``tolerance``).
     """
     __tracebackhide__ = True
-    from upsertsink.replay import _is_spark_frame, read_input, replay_check
+    from upsertsink import io
+    from upsertsink.errors import InvalidInputError
+    from upsertsink.session import require_spark
+
+    require_spark("assert_replay_equal", delta=False)
+    from upsertsink.replay import read_input, replay_check
 
     if spark is None:
-        spark = next((i.sparkSession for i in inputs if _is_spark_frame(i)), None)
+        spark = next((i.sparkSession for i in inputs if io.is_spark_frame(i)), None)
     if spark is None:
         from pyspark.sql import SparkSession
 
         spark = SparkSession.getActiveSession()
     if spark is None:
-        raise ValueError(
+        raise InvalidInputError(
             "assert_replay_equal needs a SparkSession: pass spark=... (e.g. the `spark` fixture)"
         )
     args = [read_input(spark, i) if isinstance(i, str) else i for i in inputs]

@@ -1,0 +1,123 @@
+"""What every ``upsertsink`` subcommand shares: one error style, flag names in messages, progress on stderr.
+
+- Errors: ``upsertsink: error: <one line>`` on stderr and exit status 2 (:func:`fail`), for usage errors
+  of the group and its subcommands as much as for errors raised while a command runs (:func:`run`).
+- Messages name CLI flags (``--ignore-column``), not Python parameters: :func:`run` executes a command's
+  work under :func:`upsertsink.errors.cli_option_names`.
+- Progress (:class:`Progress`) is drawn on stderr when stderr is a terminal, whatever stdout is.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, Self, TypeVar
+
+import click
+
+from upsertsink.errors import UpsertSinkError, cli_option_names
+
+log = logging.getLogger(__name__)
+
+EXIT_ERROR = 2
+T = TypeVar("T")
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for an exception: its first line, prefixed with its type unless it is an UpsertSinkError
+    (a deliberate message) or a plain ValueError/OSError (bad input, worded by whoever raised it)."""
+    lines = str(exc).strip().splitlines()
+    message = " ".join(lines[0].split()) if lines else type(exc).__name__
+    if not isinstance(exc, (UpsertSinkError, ValueError, OSError)):
+        message = f"{type(exc).__name__}: {message}"
+    return message
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    """Print ``upsertsink: error: MESSAGE`` (one line) on stderr and exit with ``code`` (2)."""
+    text = " ".join(str(message).split())
+    click.echo(f"upsertsink: error: {text}", err=True)
+    sys.exit(code)
+
+
+def run(work: Callable[[], T]) -> T:
+    """Run a command's work with CLI flag names in messages; any error becomes :func:`fail`."""
+    try:
+        with cli_option_names():
+            return work()
+    except (KeyboardInterrupt, SystemExit, click.exceptions.Exit, click.ClickException):
+        raise
+    except Exception as exc:  # every failure is one line on stderr and exit code 2
+        log.debug("command failed", exc_info=True)
+        fail(error_line(exc))
+
+
+class ErrorStyleGroup(click.Group):
+    """A click group whose usage errors (unknown option, missing argument...) use :func:`fail`'s style."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:
+        standalone = extra.pop("standalone_mode", True)
+        try:
+            rv = super().main(args, prog_name, standalone_mode=False, **extra)
+        except click.exceptions.Abort:
+            click.echo("upsertsink: aborted", err=True)
+            sys.exit(1)
+        except click.ClickException as exc:
+            message = exc.format_message()
+            ctx = getattr(exc, "ctx", None)
+            if isinstance(exc, click.UsageError) and ctx is not None:
+                message = f"{message.rstrip('.')} (see '{ctx.command_path} --help')"
+            fail(message, exc.exit_code)
+        except OSError as exc:  # e.g. a closed pipe while printing
+            if getattr(exc, "errno", None) == 32:
+                sys.exit(1)
+            raise
+        if not standalone:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+class Progress:
+    """A rich spinner on stderr that appears only when stderr is a terminal and the work takes longer than
+    ``delay`` seconds; calling it with a message updates the text."""
+
+    def __init__(self, delay: float = 1.0, enabled: bool | None = None) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.delay = delay
+        self.message = "working"
+        self._status: Any = None
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Self:
+        if self.enabled:
+            self._timer = threading.Timer(self.delay, self._start)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def _start(self) -> None:
+        from rich.console import Console
+
+        with self._lock:
+            if self._timer is None:
+                return
+            self._status = Console(stderr=True).status(self.message)
+            self._status.start()
+
+    def __call__(self, message: str) -> None:
+        with self._lock:
+            self.message = message
+            if self._status is not None:
+                self._status.update(message)
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._status is not None:
+                self._status.stop()
+                self._status = None
