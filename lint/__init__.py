@@ -7,6 +7,23 @@ It never imports pyspark or the code it checks; see docs/linter.md. The stable A
 
 from __future__ import annotations
 
-__version__ = "1.1.0"
+import functools
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "package_version"]
+
+
+@functools.lru_cache(maxsize=1)
+def package_version() -> str:
+    """The installed ``upsertsink`` distribution's version (the linter ships with it and has no other)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("upsertsink")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0+unknown"
+
+
+def __getattr__(name: str) -> str:
+    if name == "__version__":  # looked up lazily: reading package metadata costs a few milliseconds
+        return package_version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

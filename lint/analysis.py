@@ -19,14 +19,16 @@ import hashlib
 import posixpath
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.catalogue import (
+    FIX_HOOKS,
     LOOK_ONLY_ACTIONS,
     METHOD_HOOKS,
     METHOD_SOURCES,
+    MODULE_HOOKS,
     NOW_STRING_CALLS,
     ORDER_CODE,
     ORDER_FIXING_FUNCTIONS,
@@ -43,11 +45,13 @@ from upsertsink.lint.catalogue import (
     SPARK_NO_ARG_ONLY,
     SPARK_ORDERED_OK,
     SPARK_RANKING,
+    SPARK_SEEDED,
     TRIGGER_BYTES,
     UDF_CODE,
     UDF_FACTORIES,
     WINDOW_TIES_CODE,
 )
+from upsertsink.lint.rules.base import FixSpec
 from upsertsink.lint.strings import PosText, literal_text
 
 EMPTY: frozenset = frozenset()
@@ -66,6 +70,7 @@ class Src:
     what: str
     via: str = ""
     alt_line: int = 0  # a second line where a noqa comment is honoured (end of a multi-line SQL string)
+    fix: FixSpec | None = None  # the fix this occurrence offers, if any
 
 
 @dataclass(frozen=True)
@@ -78,9 +83,14 @@ class Reach:
     others: tuple[str, ...] = ()
     rows: bool = False  # the source decides which rows are written, not a value
     key_label: str = "merge key"  # how the key was learned, for the message
+    level: str | None = None  # the severity, when a rule decides it (the write rules); else by target
+    note: str = ""  # what a write rule found, in words (the start of its message)
+    advice: str = ""  # which of the rule's fix texts applies (write rules)
 
     @property
     def severity(self) -> str:
+        if self.level is not None:
+            return self.level
         return "error" if self.target in ("key", "sequence") else "warning"
 
 
@@ -521,6 +531,8 @@ class ModuleAnalysis:
         self.sql_udfs: dict[str, tuple[ast.AST, Scope]] = {}
         self._call_sites: dict[int, list[tuple[ast.Call, Scope]]] | None = None
         self.key_labels: dict[str, str] = {}  # normalized key -> how it was learned (for messages)
+        self.reported: list[Reach] = []  # findings of rules that report directly (module hooks)
+        self.rule_state: dict[str, object] = {}  # per-module scratch space of rule detectors, by rule
 
     # ------------------------------------------------------------------ pass 1: collect
     def collect(self) -> None:
@@ -1434,8 +1446,24 @@ class ModuleAnalysis:
         if sname is not None and sname in SPARK_FUNCTIONS:
             if sname in SPARK_NO_ARG_ONLY and nargs:
                 return None
-            return self.src(SPARK_FUNCTIONS[sname], call)
+            rule = SPARK_FUNCTIONS[sname]
+            if sname in SPARK_SEEDED and self._seeded_call(call, SPARK_SEEDED[sname][1]):
+                rule = SPARK_SEEDED[sname][0]  # rand(42): repeatable only for the same partitioning
+            src = self.src(rule, call)
+            hook = FIX_HOOKS.get(rule)
+            if hook is not None:
+                fix = hook(self, call, q)
+                if fix is not None:
+                    src = replace(src, fix=fix)
+            return src
         return None
+
+    @staticmethod
+    def _seeded_call(call: ast.Call, position: int) -> bool:
+        """Is the seed argument (``seed=`` or the positional argument at ``position``) given?"""
+        if any(kw.arg == "seed" for kw in call.keywords):
+            return True
+        return len(call.args) > position and not any(type(a) is ast.Starred for a in call.args)
 
     def call_taint(self, call: ast.Call, scope: Scope) -> frozenset:
         func = call.func
@@ -1736,9 +1764,58 @@ class ModuleAnalysis:
         return fn_scope.returns[0], fn_scope
 
     # ---- the API rule hooks use (see rules/base.py)
-    def source(self, rule: str, node: ast.AST, what: str | None = None, span: Span | None = None) -> Src:
-        """A source occurrence of ``rule`` at ``node`` (or ``span``)."""
-        return self.src(rule, node, what, span)
+    def source(
+        self,
+        rule: str,
+        node: ast.AST,
+        what: str | None = None,
+        span: Span | None = None,
+        fix: FixSpec | None = None,
+    ) -> Src:
+        """A source occurrence of ``rule`` at ``node`` (or ``span``), with the fix it offers if any."""
+        src = self.src(rule, node, what, span)
+        return replace(src, fix=fix) if fix is not None else src
+
+    def report(
+        self,
+        rule: str,
+        span: Span,
+        note: str,
+        level: str,
+        column: str = "*",
+        advice: str = "write",
+        fix: FixSpec | None = None,
+        alt_line: int = 0,
+    ) -> None:
+        """A finding of a rule that reports directly (a module hook): ``note`` says what was found and where
+        (the message adds why it breaks a replay and the fix advice ``advice`` names); the JSON target is
+        ``write`` and ``column`` the column it concerns (``*``: the whole row)."""
+        src = Src(rule, *span, note, alt_line=alt_line, fix=fix)
+        self.reported.append(Reach(src, "write", column, level=level, note=note, advice=advice))
+
+    def single_value(self, node: ast.Name, scope: Scope) -> tuple[ast.AST, Scope] | None:
+        """The one expression a name is bound to (and the scope binding it), or None."""
+        return self._single_value(node, scope)
+
+    def resolve_dict(self, node: ast.AST, scope: Scope) -> ast.AST:
+        """A dict literal, or the one dict literal a name, ``self`` attribute or function returns."""
+        return self._resolve_dict(node, scope)
+
+    def sql_text(self, node: ast.AST, scope: Scope) -> PosText | None:
+        """The SQL text an expression evaluates to (with file positions), or None."""
+        return self._sql_arg(node, scope)
+
+    def self_class(self, node: ast.AST, scope: Scope) -> Scope | None:
+        """The class scope when ``node`` is the ``self`` parameter of one of its methods."""
+        return self._self_class(node, scope)
+
+    def attr_values(self, node: ast.Attribute, scope: Scope) -> list[tuple[ast.AST, Scope]] | None:
+        """What ``self.attr`` is bound to in its class, or None when ``node`` is not ``self.x``."""
+        return self._attr_values(node, scope)
+
+    def lambda_scope(self, node: ast.Lambda) -> Scope | None:
+        """The scope of a lambda's body."""
+        return self._fn_scopes.get(id(node))
 
     def add_row_effect(
         self,
@@ -2375,6 +2452,8 @@ class ModuleAnalysis:
         self._collect_keys()
         for cond, scope in self.merge_conds:
             self._condition_effect(cond, scope)
+        for hook in MODULE_HOOKS:
+            hook(self)
         # DataFrames that are thrown away or only looked at give nothing (asked only where a source is)
         kept = [w for w in self.writes if not (self.column_taint(w.column) and self._discarded(w.anchor))]
         rows = [r for r in self.rows if not (self.write_taint(r) and self._discarded(r.anchor))]
@@ -2421,6 +2500,7 @@ class ModuleAnalysis:
                     others.append(e[2])
             label = self.key_labels.get(_norm(best[2]), "merge key") if best[1] == "key" else ""
             out.append(Reach(s, best[1], best[2], tuple(others), best[3], label or "merge key"))
+        out.extend(self.reported)
         out.sort(key=lambda r: (r.source.line, r.source.col, r.source.rule))
         return out
 

@@ -44,7 +44,10 @@ PYTHON_RANDOM_SEEDABLE: frozenset[str] = _union("python_module_seedable")
 # Spark functions (Python API and SQL): name -> rule code.
 SPARK_FUNCTIONS: dict[str, str] = _by_code("spark_functions")
 SPARK_NO_ARG_ONLY: frozenset[str] = _union("spark_no_arg_only")
-# Window functions whose result depends on the order among tied rows (ND006 when the ordering may tie).
+# Seeded forms of value sources: name -> (code of the rule that reports the seeded form, seed position).
+SPARK_SEEDED: dict[str, tuple[str, int]] = {
+    name: (rule.code, position) for rule in ALL_RULES for name, position in rule.catalogue.spark_seeded
+}  # Window functions whose result depends on the order among tied rows (ND006 when the ordering may tie).
 SPARK_RANKING: frozenset[str] = _union("window_functions")
 # Order-dependent aggregates that become deterministic over a window with a tie-free ordering.
 SPARK_ORDERED_OK: frozenset[str] = _union("ordered_ok")
@@ -72,6 +75,9 @@ METHOD_HOOKS: dict[str, tuple] = {}
 for _rule in ALL_RULES:
     for _method, _hook in _rule.method_hooks.items():
         METHOD_HOOKS[_method] = (*METHOD_HOOKS.get(_method, ()), _hook)
+# Detectors that run once per module, and the fixes catalogue sources offer (rule code -> hook).
+MODULE_HOOKS: tuple = tuple(hook for rule in ALL_RULES for hook in rule.module_hooks)
+FIX_HOOKS: dict[str, object] = {rule.code: rule.fix_hook for rule in ALL_RULES if rule.fix_hook is not None}
 
 # The shape of the Spark API the shared flow needs (not sources themselves).
 ORDER_METHODS = frozenset({"orderBy", "sort", "sort_values", "sortWithinPartitions", "nlargest", "nsmallest"})

@@ -25,6 +25,7 @@ from upsertsink.lint.notebooks import (
     is_databricks_source,
 )
 from upsertsink.lint.rules import RULES
+from upsertsink.lint.rules.base import FixSpec
 
 FILE_NOQA = b"upsertsink: noqa"
 
@@ -50,6 +51,7 @@ class Finding:
     column_name: str | None
     cell: int | None = None
     file_line: int | None = None
+    fix: dict | None = None  # the fix it offers (FixSpec.to_dict()), if any
 
     FIELDS: ClassVar[tuple[str, ...]] = (
         "line",
@@ -63,15 +65,26 @@ class Finding:
         "column_name",
         "cell",
         "file_line",
+        "fix",
     )
 
     def to_dict(self) -> dict:
-        """The JSON output's object: the ten documented fields, plus ``cell`` for notebook findings."""
+        """The JSON output's object: the ten documented fields, plus ``cell`` for notebook findings and
+        ``fix`` (``{"applicability": "safe"|"unsafe", "message": ...}``) for findings that offer one."""
         out = asdict(self)
         del out["file_line"]
         if self.cell is None:
             del out["cell"]
+        if self.fix is None:
+            del out["fix"]
+        else:
+            out["fix"] = {"applicability": self.fix["applicability"], "message": self.fix["message"]}
         return out
+
+    @property
+    def fix_spec(self) -> FixSpec | None:
+        """The fix as an object, or None."""
+        return FixSpec.from_dict(self.fix) if self.fix is not None else None
 
     def to_cache(self) -> dict:
         """Everything but the path, by field name (the cache's row)."""
@@ -185,13 +198,15 @@ def check_bytes(
         return FileResult([_parse_error(path, 1, 1, "the code is nested too deeply to analyze")], True)
     findings: list[Finding] = []
     seen: set[tuple[int, int, str]] = set()
+    noqa_text = text if raw and "noqa" in text.lower() else None
+    noqa_state: dict = {}
     for reach in raw:
         src = reach.source
         key = (src.line, src.col, src.rule)
         if key in seen:
             continue
         seen.add(key)
-        if _suppressed(lines, src):
+        if _suppressed(lines, src, noqa_text, noqa_state):
             continue
         findings.append(
             _located(
@@ -206,11 +221,18 @@ def check_bytes(
                     RULES[src.rule].message(reach),
                     reach.target,
                     reach.column,
+                    fix=src.fix.to_dict() if src.fix is not None and _rewritable(conv) else None,
                 ),
                 conv,
             )
         )
     return FileResult(findings, True, summary, sorted(analysis.wants), dict(analysis.deps))
+
+
+def _rewritable(conv: Converted | None) -> bool:
+    """Can fixes rewrite the file's own text at the analysis' positions? Python files and Databricks source
+    exports (their Python cells keep their lines) can; Jupyter notebooks (JSON) are not rewritten."""
+    return conv is None or all(cell is None for cell in conv.cells)
 
 
 def _located(f: Finding, conv: Converted | None) -> Finding:
@@ -232,13 +254,66 @@ def _located(f: Finding, conv: Converted | None) -> Finding:
     )
 
 
-def _suppressed(lines: list[str], src: Src) -> bool:
+def _suppressed(lines: list[str], src: Src, text: str | None = None, state: dict | None = None) -> bool:
+    """Is the finding silenced by a ``# noqa`` on its line, on the end line of the SQL string it is in, or
+    on the line its own line continues to (the end of a multi-line string or of a backslash continuation,
+    see :func:`noqa_line_map`; computed only when a later line holds a directive that could apply)?"""
     for line_no in {src.line, src.alt_line}:
-        if 0 < line_no <= len(lines):
-            codes = noqa_codes(lines[line_no - 1])
-            if codes is not None and (not codes or src.rule in codes):
-                return True
-    return False
+        if 0 < line_no <= len(lines) and _covers(lines[line_no - 1], src.rule):
+            return True
+    if text is None or state is None:
+        return False
+    if not any(_covers(lines[i], src.rule) for i in range(src.line, min(len(lines), src.line + 1000))):
+        return False
+    if "moved" not in state:
+        state["moved"] = noqa_line_map(text)
+    target = state["moved"].get(src.line, 0)
+    return 0 < target <= len(lines) and _covers(lines[target - 1], src.rule)
+
+
+def _covers(line: str, rule: str) -> bool:
+    codes = noqa_codes(line)
+    return codes is not None and (not codes or rule in codes)
+
+
+def noqa_line_map(text: str) -> dict[int, int]:
+    """Lines where a comment cannot go (they end inside a multi-line string, or with a backslash
+    continuation), mapped to the line where one can: the end of that string or continuation."""
+    out: dict[int, int] = {}
+    lines = text.splitlines()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return out
+    fstring_start: list[int] = []
+    inside: set[int] = set()
+    for tok in tokens:
+        kind = tokenize.tok_name.get(tok.type, "")
+        if kind == "FSTRING_START":
+            fstring_start.append(tok.start[0])
+            continue
+        if kind == "FSTRING_END" and fstring_start:
+            start = fstring_start.pop()
+            for line in range(start, tok.end[0]):
+                out[line] = tok.end[0]
+                inside.add(line)
+            continue
+        if tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
+            for line in range(tok.start[0], tok.end[0]):
+                out[line] = tok.end[0]
+                inside.add(line)
+    for number, line in enumerate(lines, 1):
+        if number not in inside and line.rstrip("\r\n").endswith("\\"):
+            out[number] = number + 1
+    changed = True
+    while changed:  # a string that ends on a continued line, and so on
+        changed = False
+        for line, target in list(out.items()):
+            nxt = out.get(target)
+            if nxt is not None and nxt != target:
+                out[line] = nxt
+                changed = True
+    return out
 
 
 def _parse_error(path: str, line: int, col: int, msg: str, conv: Converted | None = None) -> Finding:

@@ -1,37 +1,85 @@
-"""``upsertsink lint`` / ``python -m upsertsink.lint``: the determinism linter's command line."""
+"""``upsertsink lint`` / ``python -m upsertsink.lint``: the linter's command line (flags as ruff has them).
+
+Errors are one line, ``upsertsink: error: <message>``, on stderr with exit code 2, for usage errors (an
+unknown flag, a bad ``--format`` or ``UPSERTSINK_OUTPUT_FORMAT``) as much as for configuration errors,
+whether the command runs under the ``upsertsink`` group or as ``python -m upsertsink.lint``.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
-from upsertsink.lint.config import ConfigError, resolve_settings, split_codes
-from upsertsink.lint.report import render
+from upsertsink.lint.config import ConfigError, Settings, resolve_settings, split_codes
+from upsertsink.lint.report import render, render_statistics
 from upsertsink.lint.rules import RULES
-from upsertsink.lint.runner import PathError, lint_paths
+from upsertsink.lint.runner import CACHE_DIR, PathError, RunResult, lint_paths
+
+FORMAT_ENV = "UPSERTSINK_OUTPUT_FORMAT"
+FORMATS = ("text", "full", "json", "sarif", "github")
+EXIT_USAGE = 2
 
 
 class LintUsageError(click.ClickException):
-    """Usage or configuration error: printed to stderr, exit code 2."""
+    """Usage or configuration error: ``upsertsink: error: ...`` on stderr, exit code 2."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
-    def show(self, file=None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+    def show(self, file: Any = None) -> None:
+        _error_line(self.format_message())
 
 
-@click.command("lint", context_settings={"help_option_names": ["-h", "--help"]})
+def _error_line(message: str) -> None:
+    click.echo(f"upsertsink: error: {' '.join(str(message).split())}", err=True)
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print the one error style and exit (the shared helper's format when it is available)."""
+    try:
+        from upsertsink.cli_common import fail
+    except ImportError:
+        _error_line(message)
+        sys.exit(code)
+    fail(message, code)
+
+
+class _LintCommand(click.Command):
+    """A click command whose usage errors use the ``upsertsink: error:`` style even when it runs as a
+    subcommand of a group that formats errors its own way."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            ctx = exc.ctx
+            path = ctx.command_path if ctx is not None else (info_name or "upsertsink lint")
+            _fail(f"{exc.format_message().rstrip('.')} (see '{path} --help')", exc.exit_code)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LintUsageError as exc:
+            _fail(exc.format_message(), exc.exit_code)
+
+
+@click.command("lint", cls=_LintCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "--format",
+    "--output-format",
     "fmt",
-    type=click.Choice(["text", "json", "sarif", "github"]),
+    type=click.Choice(FORMATS),
     default="text",
     show_default=True,
-    help="Output format.",
+    envvar=FORMAT_ENV,
+    show_envvar=True,
+    help="Output format: text (one line per finding), full (with the source line and a caret), json, "
+    "sarif, github.",
 )
 @click.option("--key", "keys", multiple=True, metavar="COL", help="A merge-key column (repeatable).")
 @click.option("--sequence", "sequence", multiple=True, metavar="COL", help="A sequence column (repeatable).")
@@ -55,7 +103,28 @@ class LintUsageError(click.ClickException):
     metavar="FILE",
     help="Read settings from FILE instead of the nearest pyproject.toml.",
 )
+@click.option("--fix", is_flag=True, help="Apply the safe fixes to the files, then report what remains.")
+@click.option(
+    "--unsafe-fixes",
+    is_flag=True,
+    help="With --fix or --diff, apply the unsafe fixes too (they may change more than the finding).",
+)
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments for every finding, then exit.")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per rule instead of them.")
+@click.option(
+    "--output-file",
+    "-o",
+    "output_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Write the report to FILE instead of stdout.",
+)
+@click.option("--exit-zero", "-e", is_flag=True, help="Exit 0 even when findings are reported (2 stays 2).")
+@click.option("--quiet", "-q", is_flag=True, help="Print the findings only: no summary, hints or progress.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the content-hash cache.")
+@click.option("--clean", is_flag=True, help="Delete the lint cache of the project, then exit.")
 @click.option(
     "--force-exclude",
     is_flag=True,
@@ -71,14 +140,23 @@ def lint_command(
     ignore: tuple[str, ...],
     fail_on: str | None,
     config: Path | None,
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
+    add_noqa: bool,
+    statistics: bool,
+    output_file: Path | None,
+    exit_zero: bool,
+    quiet: bool,
     no_cache: bool,
+    clean: bool,
     force_exclude: bool,
     explain: str | None,
 ) -> None:
-    """Find nondeterministic keys, sequences and values in Spark job code.
+    """Find nondeterministic keys and values and non-idempotent writes in Spark job code.
 
     PATHS are files or folders (default: the current folder). Exit code 0: no finding at or above
-    --fail-on; 1: findings; 2: usage or configuration error.
+    --fail-on; 1: findings (with --diff: fixes to apply); 2: usage or configuration error.
     """
     if explain is not None:
         code = explain.strip().upper()
@@ -86,32 +164,139 @@ def lint_command(
             raise LintUsageError(f"unknown rule code {explain!r} (known: {', '.join(RULES)})")
         click.echo(RULES[code].explain(), nl=False)
         return
+    if add_noqa and (fix or diff):
+        raise LintUsageError("--add-noqa cannot be combined with --fix or --diff")
     targets = list(paths) or [Path(".")]
     try:
         split_codes(select, "--select")
         split_codes(ignore, "--ignore")
         settings = resolve_settings(targets, config, keys, sequence, select, ignore, fail_on)
         settings.force_exclude = force_exclude
-        with _progress_bar() as progress:
+        if clean:
+            _clean(settings, quiet)
+            return
+        with _progress_bar(enabled=not quiet) as progress:
             result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress)
     except (ConfigError, PathError) as exc:
         raise LintUsageError(str(exc)) from exc
-    sys.stdout.write(render(fmt, result.findings, result.stats.files_checked, settings.root))
-    sys.stdout.flush()
+    out = _Output(output_file)
+    if add_noqa:
+        _add_noqa(result, quiet)
+        return
+    if fix or diff:
+        from upsertsink.lint.fixing import apply_fixes
+
+        outcome = apply_fixes(result, settings, unsafe=unsafe_fixes, write=not diff)
+        if diff:
+            out.write("".join(edit.diff() for edit in outcome.edits if edit.changed))
+            out.close()
+            if not quiet:
+                _note(outcome.summary(dry_run=True))
+            sys.exit(1 if outcome.fixed and not exit_zero else 0)
+        if not quiet:
+            _note(outcome.summary(dry_run=False))
+        # what is left: the fixed files linted again (unchanged files come from the cache)
+        with _progress_bar(enabled=False) as progress:
+            result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress)
+    from upsertsink.lint.fixes import fixable
+
+    can_fix = fixable(result.findings, unsafe_fixes)
+    if statistics:
+        out.write(render_statistics(fmt, result.findings, {id(f) for f in can_fix}))
+    else:
+        out.write(render(fmt, result.findings, result.stats.files_checked, settings.root, quiet=quiet))
+    out.close()
+    if not quiet and fmt in ("text", "full"):
+        _fix_hint(result, can_fix, unsafe_fixes)
     failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
-    if any(f.severity in failing for f in result.findings):
+    if not exit_zero and any(f.severity in failing for f in result.findings):
         sys.exit(1)
 
 
+class _Output:
+    """stdout, or the --output-file (written as a whole at the end)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> None:
+        if self.path is None:
+            sys.stdout.write(text)
+        else:
+            self.parts.append(text)
+
+    def close(self) -> None:
+        if self.path is None:
+            sys.stdout.flush()
+            return
+        try:
+            if self.path.parent != Path(""):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text("".join(self.parts), encoding="utf-8")
+        except OSError as exc:
+            raise LintUsageError(f"--output-file: cannot write {self.path}: {exc.strerror or exc}") from exc
+
+
+def _note(text: str) -> None:
+    if text:
+        click.echo(text, err=True)
+
+
+def _fix_hint(result: RunResult, can_fix: list, unsafe: bool) -> None:
+    """ruff's hint about available fixes, on stderr so that stdout stays the report."""
+    from upsertsink.lint.fixes import fixable
+
+    hidden = len(fixable(result.findings, True)) - len(can_fix)
+    parts = []
+    if can_fix:
+        parts.append(f"[*] {len(can_fix)} fixable with `--fix`{' --unsafe-fixes' if unsafe else ''}.")
+    if hidden > 0:
+        parts.append(f"{hidden} more fixable with `--fix --unsafe-fixes`.")
+    _note(" ".join(parts))
+
+
+def _add_noqa(result: RunResult, quiet: bool) -> None:
+    from upsertsink.lint.fixing import add_noqa_to_files
+
+    added, files, skipped = add_noqa_to_files(result)
+    if not quiet:
+        noun = "directive" if added == 1 else "directives"
+        _note(f"Added {added} noqa {noun} to {files} file{'s' if files != 1 else ''}.")
+        for where, why in skipped:
+            _note(f"{where}: no noqa added ({why})")
+
+
+def _clean(settings: Settings, quiet: bool) -> None:
+    """Delete the lint cache files of the project (``.upsertsink_cache/lint-*.json``)."""
+    folder = settings.root / CACHE_DIR
+    removed = 0
+    if folder.is_dir():
+        for p in [*folder.glob("lint-*.json"), *folder.glob("lint.*.tmp")]:
+            with contextlib.suppress(OSError):
+                p.unlink()
+                removed += 1
+        rest = [p for p in folder.iterdir() if p.name != ".gitignore"]
+        if not rest:
+            with contextlib.suppress(OSError):
+                (folder / ".gitignore").unlink(missing_ok=True)
+                folder.rmdir()
+    if not quiet:
+        noun = "file" if removed == 1 else "files"
+        _note(f"Removed {removed} lint cache {noun} from {folder}.")
+
+
 @contextlib.contextmanager
-def _progress_bar() -> Iterator[Callable[[int, int], None] | None]:
-    """A rich progress bar on stderr when it is a terminal and there is enough work; otherwise nothing."""
-    if not sys.stderr.isatty():
+def _progress_bar(enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
+    """A rich progress bar on stderr whenever stderr is a terminal (whatever stdout is) and there is
+    enough work; otherwise nothing."""
+    if not enabled or not _stderr_is_terminal():
         yield None
         return
+    from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(transient=True, console=None) as bar:
+    with Progress(transient=True, console=Console(stderr=True)) as bar:
         task = None
 
         def update(done: int, total: int) -> None:
@@ -125,6 +310,13 @@ def _progress_bar() -> Iterator[Callable[[int, int], None] | None]:
         yield update
 
 
-def main() -> None:
+def _stderr_is_terminal() -> bool:
+    try:
+        return os.isatty(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):
+        return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``python -m upsertsink.lint``."""
-    lint_command(prog_name="python -m upsertsink.lint")
+    lint_command.main(args=list(argv) if argv is not None else None, prog_name="python -m upsertsink.lint")

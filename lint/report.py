@@ -1,5 +1,6 @@
-"""Output formats: text, json, sarif (2.1.0, as GitHub code scanning accepts it) and github (workflow
-commands)."""
+"""Output formats: text (one line per finding), full (text with the source line and a caret under the
+span), json, sarif (2.1.0, as GitHub code scanning accepts it) and github (workflow commands); and the
+``--statistics`` table."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from upsertsink.lint import __version__
+from upsertsink.lint import package_version
 from upsertsink.lint.checker import Finding
 from upsertsink.lint.rules import ALL_RULES
 
@@ -16,10 +17,18 @@ RULES_URI = "https://github.com/upsertsink/upsertsink/blob/main/docs/rules.md"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def render_text(findings: list[Finding], files_checked: int) -> str:
+def render_text(findings: list[Finding], files_checked: int, quiet: bool = False) -> str:
     """``path:line:col: CODE message`` per finding (``path:cell N:line:col:`` in a notebook, as ruff prints
-    it), then a summary line."""
+    it), then a summary line (not with ``quiet``)."""
     lines = [f"{_where(f)}: {f.rule} {f.message}" for f in findings]
+    if quiet:
+        return "".join(line + "\n" for line in lines)
+    return "\n".join([*lines, summary_line(findings, files_checked)]) + "\n"
+
+
+def summary_line(findings: list[Finding], files_checked: int) -> str:
+    """``Found 3 findings (1 error, 2 warnings) in 12 files checked.`` or ``All checks passed (...).``"""
+    lines: list[str] = []
     errors = sum(1 for f in findings if f.severity == "error")
     warnings = len(findings) - errors
     noun = "file" if files_checked == 1 else "files"
@@ -31,7 +40,102 @@ def render_text(findings: list[Finding], files_checked: int) -> str:
         )
     else:
         lines.append(f"All checks passed ({files_checked} {noun} checked).")
-    return "\n".join(lines) + "\n"
+    return lines[0]
+
+
+class SourceLines:
+    """The source lines findings point at, read once per file (a notebook's cell lines for ``.ipynb``)."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, list[str] | dict[int, list[str]] | None] = {}
+
+    def line(self, f: Finding) -> str | None:
+        """The text of the finding's (first) line, or None when the file cannot be read any more."""
+        if f.path not in self._files:
+            self._files[f.path] = self._read(f.path)
+        data = self._files[f.path]
+        if data is None:
+            return None
+        lines = data.get(f.cell or 0) if isinstance(data, dict) else data
+        if lines is None or not 0 < f.line <= len(lines):
+            return None
+        return lines[f.line - 1]
+
+    @staticmethod
+    def _read(path: str) -> list[str] | dict[int, list[str]] | None:
+        try:
+            raw = Path(path).read_bytes()
+            if path.endswith(".ipynb"):
+                nb = json.loads(raw.decode("utf-8-sig"))
+                cells: dict[int, list[str]] = {}
+                for number, cell in enumerate(nb.get("cells", []), 1):
+                    source = cell.get("source", "")
+                    text = "".join(source) if isinstance(source, list) else str(source)
+                    cells[number] = text.splitlines()
+                return cells
+            from upsertsink.lint.checker import decode
+
+            return decode(raw).splitlines()
+        except (OSError, ValueError, LookupError, AttributeError):
+            return None
+
+
+def render_full(findings: list[Finding], files_checked: int, quiet: bool = False) -> str:
+    """Like text, plus the source line with a caret under the reported span (and the fix, if any)."""
+    sources = SourceLines()
+    out: list[str] = []
+    for f in findings:
+        out.append(f"{_where(f)}: {f.rule} {f.message}")
+        text = sources.line(f)
+        if text is not None:
+            number = str(f.line)
+            pad = " " * len(number)
+            start = max(f.column - 1, 0)
+            end = f.end_column - 1 if f.end_line == f.line else len(text.rstrip())
+            end = max(min(end, len(text)), start + 1)
+            shown = text.expandtabs(4)
+            prefix = text[:start].expandtabs(4)
+            width = max(len(text[:end].expandtabs(4)) - len(prefix), 1)
+            out += [
+                f"{pad} |",
+                f"{number} | {shown}",
+                f"{pad} | {' ' * len(prefix)}{'^' * width} {f.rule}",
+                f"{pad} |",
+            ]
+        if f.fix is not None:
+            out.append(f"{' ' * len(str(f.line))} = fix ({f.fix['applicability']}): {f.fix['message']}")
+        out.append("")
+    if not quiet:
+        out.append(summary_line(findings, files_checked))
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def render_statistics(fmt: str, findings: list[Finding], fixable: set[int]) -> str:
+    """Counts per rule, most frequent first (``--statistics``); ``fixable`` holds ids of the findings whose
+    fix the run would apply. JSON for ``--format json``, else a table."""
+    from upsertsink.lint.rules import RULES
+
+    counts: dict[str, list[Finding]] = {}
+    for f in findings:
+        counts.setdefault(f.rule, []).append(f)
+    rows = sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    if fmt == "json":
+        doc = [
+            {
+                "code": code,
+                "name": RULES[code].name,
+                "count": len(fs),
+                "fixable": sum(1 for f in fs if id(f) in fixable),
+            }
+            for code, fs in rows
+        ]
+        return json.dumps(doc, indent=2) + "\n"
+    width = max((len(str(len(fs))) for _, fs in rows), default=1)
+    lines = []
+    for code, fs in rows:
+        mark = "[*] " if any(id(f) in fixable for f in fs) else ""
+        lines.append(f"{len(fs):>{width}}\t{code}\t{mark}{RULES[code].name}")
+    return "".join(line + "\n" for line in lines)
 
 
 def _where(f: Finding) -> str:
@@ -138,8 +242,8 @@ def render_sarif(findings: list[Finding], files_checked: int, root: Path | None 
                     "driver": {
                         "name": "upsertsink-lint",
                         "informationUri": INFORMATION_URI,
-                        "version": __version__,
-                        "semanticVersion": __version__,
+                        "version": package_version(),
+                        "semanticVersion": package_version(),
                         "rules": rules,
                     }
                 },
@@ -192,12 +296,16 @@ def _title(f: Finding) -> str:
     return RULES[f.rule].name
 
 
-def render(fmt: str, findings: list[Finding], files_checked: int, root: Path | None = None) -> str:
-    """Dispatch on the --format value."""
+def render(
+    fmt: str, findings: list[Finding], files_checked: int, root: Path | None = None, quiet: bool = False
+) -> str:
+    """Dispatch on the --format value (``quiet`` drops the summary line of the text formats)."""
+    if fmt == "full":
+        return render_full(findings, files_checked, quiet)
     if fmt == "json":
         return render_json(findings, files_checked)
     if fmt == "sarif":
         return render_sarif(findings, files_checked, root)
     if fmt == "github":
         return render_github(findings, files_checked)
-    return render_text(findings, files_checked)
+    return render_text(findings, files_checked, quiet)

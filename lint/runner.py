@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
-from upsertsink.lint import __version__
 from upsertsink.lint.checker import CheckOptions, FileResult, Finding, check_bytes, main_guard
 from upsertsink.lint.config import Settings
 
@@ -51,6 +50,7 @@ DEFAULT_EXCLUDES = [
     "*.egg-info/",
 ]
 CACHE_DIR = ".upsertsink_cache"
+_CACHE_FORMAT = "lint-cache-2"  # the shape of an entry; the linter's own source is hashed in as well
 _PARALLEL_MIN_FILES = 8
 _PARALLEL_MIN_BYTES = 256 * 1024
 
@@ -183,7 +183,7 @@ def display_path(path: Path) -> str:
 
 
 def _linter_fingerprint() -> str:
-    h = hashlib.blake2b(__version__.encode(), digest_size=16)
+    h = hashlib.blake2b(_CACHE_FORMAT.encode(), digest_size=16)
     pkg = Path(__file__).resolve().parent
     for p in sorted(pkg.rglob("*.py")):
         h.update(p.relative_to(pkg).as_posix().encode())

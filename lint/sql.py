@@ -20,6 +20,7 @@ from upsertsink.lint.catalogue import (
     SPARK_NO_ARG_ONLY,
     SPARK_ORDERED_OK,
     SPARK_RANKING,
+    SPARK_SEEDED,
     SQL_CLAUSES,
     WINDOW_TIES_CODE,
 )
@@ -47,6 +48,33 @@ class SqlPart:
     calls: set[str] = field(default_factory=set)  # names of functions Spark does not know (UDFs)
 
 
+@dataclass(frozen=True)
+class SqlWrite:
+    """A statement that writes a table: INSERT (``append`` unless OVERWRITE or REPLACE WHERE) or MERGE, with
+    the [start, end) offsets of its keyword."""
+
+    kind: str  # insert | merge
+    table: str | None
+    start: int
+    end: int
+    append: bool = False
+
+
+@dataclass(frozen=True)
+class MergeUpdate:
+    """One ``SET column = value`` of a MERGE's ``WHEN MATCHED ... UPDATE`` clause: the value's sqlglot
+    node, the [start, end) offsets of the assigned column, whether the clause is guarded by a newer-wins
+    condition on a column it also sets (``WHEN MATCHED AND s.batch > t.batch ... SET ..., batch = s.batch``),
+    and the names the target table is referred to by (its alias and its name)."""
+
+    column: str
+    value: Any
+    start: int
+    end: int
+    guarded: bool
+    target_names: tuple[str, ...]
+
+
 @dataclass
 class SqlResult:
     """What a SQL string does: output columns, row-deciding parts, merge keys and merge writes."""
@@ -60,6 +88,8 @@ class SqlResult:
     ddl_keys: list[tuple[str, str, str]] = field(default_factory=list)
     tables_written: list[str] = field(default_factory=list)  # INSERT INTO / MERGE INTO / CREATE ... AS
     sequence_cols: list[str] = field(default_factory=list)  # WHEN MATCHED AND s.v > t.v: newer-wins columns
+    statements: list[SqlWrite] = field(default_factory=list)  # INSERT and MERGE statements
+    merge_updates: list[MergeUpdate] = field(default_factory=list)
 
 
 _FUNC_BY_CLASS = {
@@ -229,8 +259,20 @@ def _part(node, pos: _Positions) -> SqlPart:
         ):
             continue
         start, end = pos.locate(sub, name)
-        part.sites.append(SqlSite(SPARK_FUNCTIONS[name], name, start, end))
+        rule = SPARK_FUNCTIONS[name]
+        seeded = SPARK_SEEDED.get(name)
+        if seeded is not None and _arg_count(sub) > seeded[1]:
+            rule = seeded[0]  # rand(42): repeatable, but only for the same partitioning
+        part.sites.append(SqlSite(rule, name, start, end))
     return part
+
+
+def _arg_count(node) -> int:
+    """How many arguments a function call node was given."""
+    exp = _exp()
+    if isinstance(node, exp.Anonymous):
+        return len(node.expressions)
+    return sum(1 for v in node.args.values() if isinstance(v, exp.Expression) or (isinstance(v, list) and v))
 
 
 def _output_name(node) -> str:
@@ -311,6 +353,10 @@ def _select(sel, pos: _Positions, result: SqlResult) -> None:
 
 def _merge(merge, pos: _Positions, result: SqlResult) -> None:
     exp = _exp()
+    target = merge.this
+    names = [str(target.alias)] if isinstance(target, exp.Table) and target.alias else []
+    if isinstance(target, exp.Table) and target.name:
+        names.append(str(target.name))
     on = merge.args.get("on")
     result.merge_keys.extend(_eq_columns(on))
     for sel in merge.find_all(exp.Select):  # USING (SELECT ...): its columns feed the merge
@@ -327,9 +373,21 @@ def _merge(merge, pos: _Positions, result: SqlResult) -> None:
                 c for c in _newer_columns(when.args["condition"]) if c not in result.sequence_cols
             )
         if isinstance(then, exp.Update):
+            assigned = {
+                column_name(eq.left).lower()
+                for eq in then.expressions
+                if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column)
+            }
+            cond = when.args.get("condition")
+            guarded = cond is not None and any(c.lower() in assigned for c in _newer_columns(cond))
             for eq in then.expressions:
                 if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column):
-                    result.writes.append((column_name(eq.left), _part(eq.right, pos)))
+                    name = column_name(eq.left)
+                    start, end = pos.locate(eq.left, name.lower())
+                    result.merge_updates.append(
+                        MergeUpdate(name, eq.right, start, end, guarded, tuple(n.lower() for n in names))
+                    )
+                    result.writes.append((name, _part(eq.right, pos)))
         elif isinstance(then, exp.Insert):
             cols = then.this.expressions if isinstance(then.this, exp.Tuple) else []
             vals = then.expression.expressions if isinstance(then.expression, exp.Tuple) else []
@@ -358,6 +416,8 @@ def analyze_statements(text: str) -> SqlResult:
             name = _table_name(tree.this)
             if name:
                 result.tables_written.append(name)
+            start, end = pos.locate(tree, "merge")
+            result.statements.append(SqlWrite("merge", name, start, end))
             _merge(tree, pos, result)
             continue
         if isinstance(tree, exp.Create):
@@ -370,6 +430,9 @@ def analyze_statements(text: str) -> SqlResult:
             name = _table_name(tree.this)
             if name:
                 result.tables_written.append(name)
+            start, end = pos.locate(tree, "insert")
+            append = not tree.args.get("overwrite") and tree.args.get("where") is None
+            result.statements.append(SqlWrite("insert", name, start, end, append))
         # the outermost SELECTs produce the output columns; inner ones only decide rows / feed columns
         top = tree.find(exp.Select)
         for sel in tree.find_all(exp.Select):
@@ -383,6 +446,17 @@ def analyze_statements(text: str) -> SqlResult:
                 for name, part in inner.outputs:
                     result.outputs.append((name, part))
     return result
+
+
+@lru_cache(maxsize=4096)
+def parse_expression(text: str) -> Any:
+    """One SQL expression as a sqlglot tree (shared: do not modify it), or None when it does not parse."""
+    import sqlglot
+
+    try:
+        return sqlglot.parse_one(text, read="spark")
+    except Exception:  # noqa: BLE001
+        return None
 
 
 @lru_cache(maxsize=4096)

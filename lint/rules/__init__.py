@@ -1,4 +1,5 @@
-"""The rule registry: one rule per source family, stable codes ND000-ND010."""
+"""The rule registry: stable codes ND000-ND014. ND001-ND010 find nondeterministic values, ND011-ND014
+non-idempotent writes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from upsertsink.lint.rules.ordering import DEDUP_SUBSET, LIMIT, ORDER_DEPENDENT,
 from upsertsink.lint.rules.randomness import RANDOM
 from upsertsink.lint.rules.syntax import PARSE_ERROR
 from upsertsink.lint.rules.udf import UDF
+from upsertsink.lint.rules.writes import ACCUMULATING_MERGE, APPEND, SINK_WITHOUT_BATCH_ID, UNMARKED_MERGE
 
 ALL_RULES: tuple[Rule, ...] = (
     PARSE_ERROR,
@@ -22,6 +24,10 @@ ALL_RULES: tuple[Rule, ...] = (
     LIMIT,
     SAMPLE,
     UDF,
+    APPEND,
+    ACCUMULATING_MERGE,
+    UNMARKED_MERGE,
+    SINK_WITHOUT_BATCH_ID,
 )
 RULES: dict[str, Rule] = {r.code: r for r in ALL_RULES}
 

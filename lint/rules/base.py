@@ -12,6 +12,7 @@ bindings, taint to columns, SQL) names no rule code.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -41,10 +42,66 @@ class Catalogue:
         frozenset()
     )  # methods whose result is a source on any receiver  # SQL clauses that choose rows (``limit``, ``tablesample``)
     trigger_words: frozenset[str] = frozenset()  # other words that must make the pre-filter analyze a file
+    # Spark functions whose seeded form belongs to this rule: (name, position of the seed argument);
+    # ``rand(42)`` repeats its values only for the same partitioning, unlike ``rand()``
+    spark_seeded: tuple[tuple[str, int], ...] = ()
 
 
 # A method hook: (analysis, call, scope) -> None; it records row effects or writes through the analysis.
 MethodHook = Callable[[Any, Any, Any], None]
+# A module hook: (analysis) -> None; runs once after every call was seen and the keys were collected, and
+# reports what it finds with ``analysis.report(...)`` (the non-idempotent writes are found this way).
+ModuleHook = Callable[[Any], None]
+# A fix hook for a catalogue source: (analysis, call, import-qualified name of the callee) -> FixSpec | None.
+FixHook = Callable[[Any, Any, str], "FixSpec | None"]
+
+
+def stable_seed(text: str) -> int:
+    """A seed for a seed fix, derived from the call's position and text: stable, and different for two
+    calls of one file (two `rand()` columns must not become equal)."""
+    return zlib.crc32(text.encode("utf-8")) % 100_000
+
+
+@dataclass(frozen=True)
+class FixSpec:
+    """A fix a finding offers: what to rewrite (``kind``) at which node (``span``: 1-based line and character
+    column of the node's start and end, end exclusive), whether it is ``safe`` or ``unsafe`` (ruff's
+    applicability: an unsafe fix may change what the code means beyond the finding), the one-line
+    ``message`` shown with it, and the kind's parameters. The rewriting itself is done with libcst by
+    :mod:`upsertsink.lint.fixes`; the analysis only says where and what."""
+
+    kind: str
+    span: tuple[int, int, int, int]
+    applicability: str
+    message: str
+    params: tuple[tuple[str, str], ...] = ()
+
+    def param(self, name: str, default: str = "") -> str:
+        """One parameter's value."""
+        return dict(self.params).get(name, default)
+
+    def to_dict(self) -> dict:
+        """Plain data for the cache (and the inverse of :meth:`from_dict`)."""
+        return {
+            "kind": self.kind,
+            "span": list(self.span),
+            "applicability": self.applicability,
+            "message": self.message,
+            "params": [list(p) for p in self.params],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FixSpec:
+        """Rebuild a fix from :meth:`to_dict`'s data; raises KeyError/TypeError/ValueError on other data."""
+        line, col, end_line, end_col = (int(x) for x in data["span"])
+        params = tuple((str(k), str(v)) for k, v in data["params"])
+        return cls(
+            str(data["kind"]),
+            (line, col, end_line, end_col),
+            str(data["applicability"]),
+            str(data["message"]),
+            params,
+        )
 
 
 @dataclass(frozen=True)
@@ -58,7 +115,11 @@ class Valid:
 
 @dataclass(frozen=True)
 class Invalid:
-    """Code that must produce a finding of the rule at ``line``/``column`` (1-based) with this target."""
+    """Code that must produce a finding of the rule at ``line``/``column`` (1-based) with this target.
+
+    ``severity`` is the expected severity when it does not follow from the target (the write rules).
+    ``fixed`` is, like Fixit's ``expected_replacement``, the whole example after its fix (``--fix``, or
+    ``--fix --unsafe-fixes`` when ``unsafe``); the tests apply the fix and compare."""
 
     code: str
     line: int
@@ -67,6 +128,17 @@ class Invalid:
     column_name: str | None = None
     keys: tuple[str, ...] = ()
     sequence: tuple[str, ...] = ()
+    severity: str | None = None
+    fixed: str | None = None
+    unsafe: bool = False
+    path: str = "example.py"
+
+    @property
+    def expected_severity(self) -> str:
+        """The severity the finding must have."""
+        if self.severity is not None:
+            return self.severity
+        return "error" if self.target in (None, "key", "sequence") else "warning"
 
 
 @dataclass(frozen=True)
@@ -85,8 +157,15 @@ class Rule:
     catalogue: Catalogue = field(default_factory=Catalogue)
     # DataFrame method name -> detector called for every ``x.method(...)`` call of the analyzed code
     method_hooks: Mapping[str, MethodHook] = field(default_factory=dict)
+    # detectors run once per module after all calls were seen (see ModuleHook)
+    module_hooks: tuple[ModuleHook, ...] = ()
+    # the fix a catalogue source of this rule offers, if any (see FixHook)
+    fix_hook: FixHook | None = None
+    # what ``--fix`` does for this rule's findings, for the documentation ("" when it offers none)
+    autofix: str = ""
+    family: str = "Nondeterministic values"
 
-    TARGETS: ClassVar[tuple[str, ...]] = ("key", "sequence", "column", "rows")
+    TARGETS: ClassVar[tuple[str, ...]] = ("key", "sequence", "column", "rows", "write")
 
     def message(self, reach: Any) -> str:
         """The finding's message: what the source is, what it reaches, what that does to a replay, the fix.
@@ -131,6 +210,8 @@ class Rule:
         for target, text in self.fix.items():
             out.append(f"- {_TARGET_LABEL.get(target, target)}: {text}")
         out.append("")
+        if self.autofix:
+            out += ["**Automatic fix.** " + " ".join(self.autofix.split()), ""]
         for title, examples in (("Flagged", self.invalid), ("Not flagged", self.valid)):
             if not examples:
                 continue
@@ -146,11 +227,24 @@ class Rule:
                     target = ex.target or "parse error"
                     if ex.column_name:
                         target += f" `{ex.column_name}`"
-                    extra.append(f"reported at {where}, reaches {target}")
+                    extra.append(f"reported at {where}, reaches {target}, {ex.expected_severity}")
                 if extra:
                     out.append("<!-- " + "; ".join(extra) + " -->")
                 out += ["```python", ex.code.strip("\n"), "```", ""]
+                if isinstance(ex, Invalid) and ex.fixed is not None:
+                    how = "`--fix --unsafe-fixes`" if ex.unsafe else "`--fix`"
+                    out += [f"After {how}:", "", "```python", ex.fixed.strip("\n"), "```", ""]
         return "\n".join(out).rstrip() + "\n"
+
+
+class WriteRule(Rule):
+    """A rule about how data is written rather than about a value: its detector (a module hook) states what
+    it found in the finding's ``note``, and the message adds why that breaks a replay and the fix."""
+
+    def message(self, reach: Any) -> str:
+        """``note`` (what was found, where) + the rule's consequence + the fix advice."""
+        fix = self.advice(reach.advice or "write")
+        return f"{reach.note}: {self.why[0].lower()}{self.why[1:].rstrip('.')}. Fix: {fix}"
 
 
 _TARGET_TEXT = {
@@ -176,5 +270,7 @@ _TARGET_LABEL = {
     "sequence": "reaching the sequence column",
     "column": "reaching another written column",
     "rows": "deciding which rows are written",
+    "write": "the write",
+    "union": "a set union (`array_union`, `map_concat`)",
     "file": "the whole file",
 }

@@ -52,11 +52,14 @@ PARTITION_IDS = Rule(
     name="partition-dependent-id",
     verb="depends on partitioning or input files",
     summary="A value that depends on how the data is split: `monotonically_increasing_id()`, "
-    "`spark_partition_id()`, `input_file_name()`, `input_file_block_start()/length()`.",
+    "`spark_partition_id()`, `input_file_name()`, `input_file_block_start()/length()`, and seeded random "
+    "functions (`rand(seed)`, `randn(seed)`, `shuffle(col, seed)`...).",
     description="""
 `monotonically_increasing_id()` encodes the partition index and the row's position in it; both change when
 the input is re-listed, files are compacted, or the cluster size changes. `input_file_name()` changes when
-files are rewritten (compaction, OPTIMIZE).
+files are rewritten (compaction, OPTIMIZE). A seeded `rand(42)` (also `randn`, `random`, `shuffle`,
+`uniform`, `randstr` with a seed, in Python or SQL) seeds its generator per partition: its values repeat
+only while the input is split and ordered the same way.
 """,
     why="A replay that reads the same rows with a different layout numbers them differently.",
     catalogue=Catalogue(
@@ -71,6 +74,15 @@ files are rewritten (compaction, OPTIMIZE).
         ),
         # RDD row numbering by position: rdd.zipWithIndex().map(...).toDF([..., "row_id"])
         method_sources=frozenset({"zipWithIndex", "zipWithUniqueId"}),
+        # random functions given a seed (argument position): repeatable only for the same partitioning
+        spark_seeded=(
+            ("rand", 0),
+            ("randn", 0),
+            ("random", 0),
+            ("shuffle", 1),
+            ("uniform", 2),
+            ("randstr", 1),
+        ),
     ),
     fix={
         "key": "derive the key from source columns, e.g. `sha2(concat_ws('|', col_a, col_b), 256)`, not from "
@@ -94,6 +106,14 @@ files are rewritten (compaction, OPTIMIZE).
             33,
             "column",
             "src_file",
+        ),
+        Invalid(
+            "from pyspark.sql import functions as F\n"
+            "df2 = df.withColumn('bucket', (F.rand(seed=7) * 16).cast('int'))\n",
+            2,
+            32,
+            "column",
+            "bucket",
         ),
     ),
     valid=(

@@ -1,6 +1,30 @@
 """ND002: random values."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, stable_seed
+
+_SEEDABLE = frozenset({"rand", "randn", "random"})
+
+
+def _seed_fix(ana: Any, call: ast.Call, qualified: str) -> FixSpec | None:
+    """``F.rand()`` -> ``F.rand(seed=N)``: unsafe, the values still depend on the partitioning."""
+    if call.args or call.keywords or ana.spark_name(qualified) not in _SEEDABLE:
+        return None
+    span = ana.span(call)
+    seed = stable_seed(f"{span[0]}:{span[1]}:{ana.segment(call)}")
+    return FixSpec(
+        "add-keyword",
+        span,
+        "unsafe",
+        f"seed it (`seed={seed}`): the values then repeat on a replay only while the input is partitioned the "
+        "same way; they are still partition-dependent (reported as ND004 afterwards)",
+        (("name", "seed"), ("value", str(seed))),
+    )
+
 
 CATALOGUE = Catalogue(
     python_calls=frozenset({"os.urandom", "os.getrandom"}),
@@ -21,14 +45,21 @@ RANDOM = Rule(
     summary="A random value: Spark's `rand()`, `randn()`, `random()`, `shuffle()`, `uniform()`, `randstr()`, "
     "Python's `random.*`, `secrets.*`, `os.urandom()`, unseeded `numpy.random`.",
     description="""
-Random values differ on every run. Spark's `rand(seed)` is reported even with a seed: the sequence is seeded
-per partition, so the value a row gets depends on how the input happened to be partitioned. Python's
+Random values differ on every run. Spark's `rand(seed)` / `randn(seed)` repeat their values only for the
+same partitioning (the sequence is seeded per partition), so the seeded form is reported as ND004
+(partition-dependent) instead of here. Python's
 `random` and `numpy.random` module functions are accepted once the module calls `random.seed(...)` /
 `numpy.random.seed(...)`, and generators built with a seed (`random.Random(42)`,
 `numpy.random.default_rng(42)`) are accepted.
 """,
     why="Each replay draws different numbers.",
     catalogue=CATALOGUE,
+    fix_hook=_seed_fix,
+    autofix="Unsafe: Spark's `rand()`, `randn()` and `random()` without arguments gain an explicit "
+    "`seed=N` (N derived from the call's position and text, so two calls get different seeds). The values "
+    "then repeat on a replay only while the input is partitioned the same way: still partition-dependent, "
+    "so the finding becomes an ND004 one. A value computed from the row (a hash of its columns) is the real "
+    "fix.",
     fix={
         "key": "derive the key from source columns, e.g. `sha2(concat_ws('|', col_a, col_b), 256)`.",
         "sequence": "take the sequence from the data (event time, source offset), not from a random number.",
@@ -44,6 +75,16 @@ per partition, so the value a row gets depends on how the input happened to be p
             32,
             "column",
             "bucket",
+        ),
+        Invalid(
+            "from pyspark.sql import functions as F\nscored = df.withColumn('noise', F.rand())\n",
+            2,
+            33,
+            "column",
+            "noise",
+            fixed="from pyspark.sql import functions as F\n"
+            "scored = df.withColumn('noise', F.rand(seed=10719))\n",
+            unsafe=True,
         ),
         Invalid(
             "from pyspark.sql.functions import rand as r, col\n"

@@ -82,6 +82,7 @@ def test_usage_errors_exit_2(project: Path, args: tuple[str, ...]) -> None:
     result = CliRunner().invoke(lint_command, list(args))
     assert result.exit_code == 2, result.output
     assert result.stdout == ""  # errors go to stderr; stdout stays parseable
+    assert result.stderr.startswith("upsertsink: error: ") and result.stderr.count("\n") == 1
 
 
 def test_invalid_config_exits_2(project: Path) -> None:
@@ -326,7 +327,7 @@ def test_linter_never_imports_pyspark(project: Path) -> None:
         "from click.testing import CliRunner\n"
         "from upsertsink.lint.cli import lint_command\n"
         "CliRunner().invoke(lint_command, ['jobs', '--no-cache'])\n"
-        "heavy = ('pyspark', 'py4j', 'pandas', 'pyarrow', 'deltalake', 'delta')\n"
+        "heavy = ('pyspark', 'py4j', 'pandas', 'pyarrow', 'deltalake', 'delta', 'libcst')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
     )
     out = subprocess.run(

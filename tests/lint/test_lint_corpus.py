@@ -19,7 +19,7 @@ from upsertsink.lint.cli import lint_command
 from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"
-_EXPECT = re.compile(r"expect: (ND\d{3}) (error|warning) (key|sequence|column) (\S+)")
+_EXPECT = re.compile(r"expect: (ND\d{3}) (error|warning) (key|sequence|column|write) (\S+)")
 
 
 def expected() -> set[tuple]:

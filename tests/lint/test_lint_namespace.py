@@ -31,7 +31,9 @@ def user_project(tmp_path: Path) -> Path:
     (tmp_path / "lint.py").write_text("raise SystemExit('the user lint.py was imported')\n")
     (tmp_path / "upsertsink_tools").mkdir()
     (tmp_path / "upsertsink_tools" / "lint").mkdir()
-    (tmp_path / "upsertsink_tools" / "lint" / "__init__.py").write_text("raise SystemExit('a lint package')\n")
+    (tmp_path / "upsertsink_tools" / "lint" / "__init__.py").write_text(
+        "raise SystemExit('a lint package')\n"
+    )
     (tmp_path / "job.py").write_text(JOB)
     return tmp_path
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from upsertsink.lint.checker import check_bytes
+from upsertsink.lint.fixes import fix_file
 from upsertsink.lint.rules import ALL_RULES, RULES
 
 INVALID = [(r.code, i, ex) for r in ALL_RULES for i, ex in enumerate(r.invalid)]
@@ -14,12 +15,11 @@ VALID = [(r.code, i, ex) for r in ALL_RULES for i, ex in enumerate(r.valid)]
     ("code", "index", "example"), INVALID, ids=[f"{c}-invalid-{i}" for c, i, _ in INVALID]
 )
 def test_invalid_example_is_reported(code, index, example) -> None:
-    result = check_bytes("example.py", example.code.encode(), list(example.keys), list(example.sequence))
+    result = check_bytes(example.path, example.code.encode(), list(example.keys), list(example.sequence))
     got = [(f.rule, f.line, f.column, f.target, f.column_name) for f in result.findings]
     assert (code, example.line, example.column, example.target, example.column_name) in got
     finding = next(f for f in result.findings if f.rule == code and f.line == example.line)
-    expected_severity = "error" if example.target in (None, "key", "sequence") else "warning"
-    assert finding.severity == expected_severity
+    assert finding.severity == example.expected_severity
     assert finding.message
 
 
@@ -41,3 +41,39 @@ def test_every_rule_has_examples_and_docs() -> None:
 
 def test_codes_and_names_are_unique() -> None:
     assert len({r.name for r in ALL_RULES}) == len(ALL_RULES)
+
+
+FIXED = [(r.code, i, ex) for r in ALL_RULES for i, ex in enumerate(r.invalid) if ex.fixed is not None]
+
+
+@pytest.mark.parametrize(("code", "index", "example"), FIXED, ids=[f"{c}-fix-{i}" for c, i, _ in FIXED])
+def test_fix_example(code, index, example) -> None:
+    """Fixit style: the fix gives exactly the expected code, touches only the reported expression, needs
+    --unsafe-fixes exactly when marked unsafe, and the re-linted result no longer has the finding."""
+    keys, seq = list(example.keys), list(example.sequence)
+    findings = check_bytes(example.path, example.code.encode(), keys, seq).findings
+    finding = next(f for f in findings if (f.rule, f.line, f.column) == (code, example.line, example.column))
+    spec = finding.fix_spec
+    assert spec is not None and spec.applicability == ("unsafe" if example.unsafe else "safe")
+    assert spec.message
+    if example.unsafe:  # not applied without --unsafe-fixes
+        assert not fix_file(example.path, example.code, [finding], "example", unsafe=False).changed
+    edit = fix_file(example.path, example.code, [finding], "example", unsafe=example.unsafe)
+    assert edit.after == example.fixed
+    assert edit.applied == [finding]
+    before, after = example.code.splitlines(), edit.after.splitlines()
+    first, last = spec.span[0], spec.span[2]
+    assert before[: first - 1] == after[: first - 1]
+    tail = len(before) - last
+    assert before[len(before) - tail :] == after[len(after) - tail :]
+    again = check_bytes(example.path, edit.after.encode(), keys, seq).findings
+    assert not [f for f in again if f.rule == code and f.line == example.line]
+
+
+def test_fixes_never_touch_a_file_that_does_not_parse() -> None:
+    code = "from pyspark.sql import functions as F\nx = df.withColumn('r', F.rand())\ndef broken(:\n"
+    findings = check_bytes("example.py", code.encode(), [], []).findings
+    assert [f.rule for f in findings] == ["ND000"]
+    fake = [*findings, *check_bytes("ok.py", code.rsplit("def", 1)[0].encode(), [], []).findings]
+    assert any(f.fix for f in fake)
+    assert not fix_file("example.py", code, fake, "example", unsafe=True).changed
