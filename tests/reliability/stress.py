@@ -1,14 +1,15 @@
 """Random kills and concurrent writers, compared with the model: the stress runs behind ``make stress``.
 
     python tests/reliability/stress.py [--kill-runs-embedded 50] [--kill-runs-spark 5] [--concurrency-runs 10]
-                                       [--json bench/results/stress.json]
+                                       [--mixed-concurrency-runs 2] [--json bench/results/stress.json]
 
 A kill run sends a change feed through a writer process, kills it with SIGKILL at a random moment (one to
 three times), restarts it from a random earlier batch each time, and lets the last restart finish; the table
 must then equal the model of the feed. A concurrency run starts four writer processes at once on a new table,
 with deletes, either each with its own app id and its own share of the feed, or all with one app id sending
 the same batches; every call must commit, skip, or raise ConcurrentWriteError, a re-send of what failed must
-converge to the model, and with a shared app id every batch id must have exactly one commit. The short versions
+converge to the model, and with a shared app id every batch id must have exactly one commit. The concurrency
+runs use four embedded writers; the mixed runs two Spark and two embedded writers on one table. The short versions
 of both run in the test suite (tests/reliability/test_stress.py).
 """
 
@@ -151,6 +152,8 @@ def main() -> int:
     p.add_argument("--kill-runs-embedded", type=int, default=50)
     p.add_argument("--kill-runs-spark", type=int, default=5)
     p.add_argument("--concurrency-runs", type=int, default=10)
+    p.add_argument("--mixed-concurrency-runs", type=int, default=2,
+                   help="runs of four writers mixing engines (spark, embedded, spark, embedded)")
     p.add_argument("--json", default="bench/results/stress.json")
     args = p.parse_args()
     kills: list[KillRun] = []
@@ -168,6 +171,9 @@ def main() -> int:
             shared = i % 2 == 1
             conc.append(concurrency_run(work, 3000 + i, shared, ["embedded"] * 4))
             print(f"concurrency run #{i}: {asdict(conc[-1])}", flush=True)
+        for i in range(args.mixed_concurrency_runs):
+            conc.append(concurrency_run(work, 4000 + i, i % 2 == 0, ["spark", "embedded"] * 2))
+            print(f"mixed concurrency run #{i}: {asdict(conc[-1])}", flush=True)
     summary = {
         "machine": machine(),
         "seconds": round(time.time() - started, 1),
@@ -182,6 +188,8 @@ def main() -> int:
         "concurrency_runs": {
             "runs": len(conc),
             "converged": sum(1 for r in conc if r.converged),
+            "mixed_engine_runs": sum(1 for r in conc if "spark" in r.engines),
+            "mixed_engine_converged": sum(1 for r in conc if "spark" in r.engines and r.converged),
             "calls": {k: sum(r.calls.get(k, 0) for r in conc) for k in sorted({k for r in conc for k in r.calls})},
             "retries": sum(r.retries for r in conc),
         },
