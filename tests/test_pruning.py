@@ -103,3 +103,33 @@ def test_a_batch_of_only_new_keys_rewrites_no_file(engine, tmp_path):
     schema = {"id": pa.int64(), "v": pa.string(), "seq": pa.int64()}
     result = UpsertSink(path, "id").write(engine.frame([{"id": 50_000, "v": "x", "seq": 0}], schema), batch_id=0)
     assert result.inserted == 1 and _removed_files(path) == 0
+
+
+def test_status_shows_the_files_each_commit_scanned_and_rewrote(tmp_path):
+    """A user sees from `upsertsink status` whether batches touch few files (clustered) or all (not)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = str(tmp_path / "t")
+    _table(path)
+    schema = {"id": pa.int64(), "v": pa.string(), "seq": pa.int64()}
+    sink = UpsertSink(path, "id", sequence_by="seq")
+    clustered = [{"id": i, "v": "c", "seq": 1} for i in range(2000, 2010)] + [{"id": 50_000, "v": "n", "seq": 1}]
+    spread = [{"id": f * ROWS_PER_FILE + 5, "v": "s", "seq": 2} for f in range(FILES)]
+    sink.write(pa.Table.from_pylist(clustered, schema=pa.schema(schema)), batch_id=0)
+    sink.write(pa.Table.from_pylist(spread, schema=pa.schema(schema)), batch_id=1)
+    cli = str(Path(sys.executable).with_name("upsertsink"))
+    env = {**os.environ, "NO_COLOR": "1"}
+    info = json.loads(subprocess.run([cli, "status", path, "--json"], capture_output=True, text=True, env=env,
+                                     check=True).stdout)
+    newest, older = info["commits"][0], info["commits"][1]
+    assert (newest["batch_id"], newest["files_scanned"], newest["files_rewritten"]) == (1, FILES, FILES)
+    assert (older["batch_id"], older["files_scanned"], older["files_rewritten"]) == (0, 1, 1)
+    text = subprocess.run([cli, "status", path], capture_output=True, text=True, env=env, check=True).stdout
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("version"))
+    assert header.split()[-4:] == ["files", "scanned", "files", "rewritten"]
+    assert lines[lines.index(header) + 1].split()[-2:] == [str(FILES), str(FILES)]
+    assert lines[lines.index(header) + 2].split()[-2:] == ["1", "1"]
