@@ -50,8 +50,7 @@ def _prunable(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
-def _stats(table: Any, key: str) -> tuple[pa.Array, pa.Array] | None:
-    actions = pa.table(table.get_add_actions(flatten=True))
+def _stats(actions: pa.Table, key: str) -> tuple[pa.Array, pa.Array] | None:
     lo, hi = f"min.{key}", f"max.{key}"
     if actions.num_rows == 0 or lo not in actions.column_names or hi not in actions.column_names:
         return None
@@ -72,11 +71,12 @@ def file_ranges(
         return None
     if table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none":
         return None  # statistics are kept under physical names
+    actions = pa.table(table.get_add_actions(flatten=True))  # one read of the snapshot's file list
     for key in keys:
         values = batch_keys[key]
         if not _prunable(values.type) or values.null_count:
             continue
-        stats = _stats(table, key)
+        stats = _stats(actions, key)
         if stats is None:
             continue
         mins, maxs = stats
@@ -89,13 +89,12 @@ def file_ranges(
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             continue
         found, hits = _ranges(key, values, mins, maxs)
-        return replace(found, max_sequence=_max_sequence(table, sequence, hits)) if sequence else found
+        return replace(found, max_sequence=_max_sequence(actions, sequence, hits)) if sequence else found
     return None
 
 
-def _max_sequence(table: Any, sequence: str, hits: np.ndarray) -> Any:
+def _max_sequence(actions: pa.Table, sequence: str, hits: np.ndarray) -> Any:
     """The largest ``sequence`` value in the files selected by ``hits``, from their statistics (None if unknown)."""
-    actions = pa.table(table.get_add_actions(flatten=True))
     name = f"max.{sequence}"
     if name not in actions.column_names:
         return None
