@@ -19,6 +19,7 @@ import hashlib
 import posixpath
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -1797,6 +1798,26 @@ class ModuleAnalysis:
         """The one expression a name is bound to (and the scope binding it), or None."""
         return self._single_value(node, scope)
 
+    def down_chain(self, node: ast.AST, scope: Scope, limit: int = 50) -> Iterator[tuple[ast.AST, Scope]]:
+        """The calls and attributes down a method chain from ``node`` (``a.b().c()``: the call ``c()``, the
+        attribute, the call ``b()``, ...), each with its scope, through names bound to one value. Stops at any
+        other expression, at a name bound more than once, or after ``limit`` steps."""
+        for _ in range(limit):
+            t = type(node)
+            if t is ast.Name:
+                value = self._single_value(node, scope)
+                if value is None:
+                    return
+                node, scope = value
+                continue
+            if t is not ast.Call and t is not ast.Attribute:
+                return
+            yield node, scope
+            if t is ast.Attribute:
+                node = node.value
+            else:
+                node = node.func.value if type(node.func) is ast.Attribute else node.func
+
     def resolve_dict(self, node: ast.AST, scope: Scope) -> ast.AST:
         """A dict literal, or the one dict literal a name, ``self`` attribute or function returns."""
         return self._resolve_dict(node, scope)
@@ -1832,22 +1853,14 @@ class ModuleAnalysis:
     def selects_only(self, node: ast.AST, scope: Scope, columns: list[str]) -> bool:
         """Does the DataFrame expression ``node`` hold only ``columns`` (its nearest select lists no other)?"""
         wanted = {_norm(c) for c in columns}
-        for _ in range(50):
-            t = type(node)
-            if t is ast.Call and type(node.func) is ast.Attribute:
-                m = node.func.attr
-                if m in ("select", "toDF") and node.args:
-                    names = [c for a in node.args for c in (self.const_strings(a, scope) or ["<expr>"])]
-                    return bool(names) and {_norm(c) for c in names} <= wanted
-                if m not in _PASS_THROUGH and m not in _COLUMN_KEEPING:
-                    return False
-                node = node.func.value
-            elif t is ast.Name:
-                value = self._single_value(node, scope)
-                if value is None:
-                    return False
-                node, scope = value
-            else:
+        for step, where in self.down_chain(node, scope):
+            if type(step) is not ast.Call or type(step.func) is not ast.Attribute:
+                return False
+            m = step.func.attr
+            if m in ("select", "toDF") and step.args:
+                names = [c for a in step.args for c in (self.const_strings(a, where) or ["<expr>"])]
+                return bool(names) and {_norm(c) for c in names} <= wanted
+            if m not in _PASS_THROUGH and m not in _COLUMN_KEEPING:
                 return False
         return False
 
@@ -1977,28 +1990,19 @@ class ModuleAnalysis:
 
     def _numbering_sources(self, node: ast.AST, scope: Scope) -> list[Src]:
         out: list[Src] = []
-        for _ in range(30):
-            t = type(node)
-            if t is ast.Call and type(node.func) is ast.Attribute:
-                if node.func.attr in METHOD_SOURCES:
+        for step, _where in self.down_chain(node, scope, limit=30):
+            if type(step) is ast.Call:
+                if type(step.func) is not ast.Attribute:
+                    break
+                if step.func.attr in METHOD_SOURCES:
                     out.append(
                         self.src(
-                            METHOD_SOURCES[node.func.attr],
-                            node,
-                            what=f"{node.func.attr}()",
-                            span=self.method_span(node),
+                            METHOD_SOURCES[step.func.attr],
+                            step,
+                            what=f"{step.func.attr}()",
+                            span=self.method_span(step),
                         )
                     )
-                node = node.func.value
-            elif t is ast.Attribute:
-                node = node.value
-            elif t is ast.Name:
-                value = self._single_value(node, scope)
-                if value is None:
-                    break
-                node, scope = value
-            else:
-                break
         return out
 
     def _on_option(self, call: ast.Call, scope: Scope) -> None:
@@ -2053,26 +2057,18 @@ class ModuleAnalysis:
 
     def _table_read(self, node: ast.AST, scope: Scope) -> str | None:
         """The table (name or path) a DataFrame expression reads, following the chain and variables."""
-        for _ in range(50):
-            t = type(node)
-            if t is ast.Call and type(node.func) is ast.Attribute:
-                m = node.func.attr
-                if m in ("table", "load", "parquet", "delta") and node.args:
-                    names = self.const_strings(node.args[0], scope)
-                    return names[0].lower() if names else None
-                if m in ("forName", "forPath") and len(node.args) > 1:
-                    names = self.const_strings(node.args[1], scope)
-                    return names[0].lower() if names else None
-                node = node.func.value
-            elif t is ast.Attribute:
-                node = node.value
-            elif t is ast.Name:
-                value = self._single_value(node, scope)
-                if value is None:
-                    return None
-                node, scope = value
-            else:
+        for step, where in self.down_chain(node, scope):
+            if type(step) is not ast.Call:
+                continue
+            if type(step.func) is not ast.Attribute:
                 return None
+            m = step.func.attr
+            if m in ("table", "load", "parquet", "delta") and step.args:
+                names = self.const_strings(step.args[0], where)
+                return names[0].lower() if names else None
+            if m in ("forName", "forPath") and len(step.args) > 1:
+                names = self.const_strings(step.args[1], where)
+                return names[0].lower() if names else None
         return None
 
     # ---- the shared flow's handlers, one per DataFrame/DeltaTable method (dispatched through _FLOW)

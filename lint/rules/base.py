@@ -274,3 +274,14 @@ _TARGET_LABEL = {
     "union": "a set union (`array_union`, `map_concat`)",
     "file": "the whole file",
 }
+
+
+def seed_fix(ana: Any, call: Any, keyword: str, consequence: str) -> FixSpec:
+    """The unsafe fix that adds ``keyword=<seed>`` to ``call`` (a seed stable for this call: see stable_seed);
+    ``consequence`` tells what a seed does not fix."""
+    span = ana.span(call)
+    seed = stable_seed(f"{span[0]}:{span[1]}:{ana.segment(call)}")
+    return FixSpec(
+        "add-keyword", span, "unsafe", f"seed it (`{keyword}={seed}`): {consequence}",
+        (("name", keyword), ("value", str(seed))),
+    )

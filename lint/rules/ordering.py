@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, stable_seed
+from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
 
 
 def _dedup_hook(ana: Any, call: ast.Call, scope: Any) -> None:
@@ -86,15 +86,10 @@ def _sample_fix(ana: Any, call: ast.Call, method: str) -> FixSpec | None:
         or any(k.arg is None for k in call.keywords)
     ):
         return None
-    span = ana.span(call)
-    seed = stable_seed(f"{span[0]}:{span[1]}:{ana.segment(call)}")
-    return FixSpec(
-        "add-keyword",
-        span,
-        "unsafe",
-        f"seed it (`{keyword}={seed}`): the same rows are drawn again only while the input is partitioned (and "
-        "ordered within partitions) the same way; the sample is still partition-dependent",
-        (("name", keyword), ("value", str(seed))),
+    return seed_fix(
+        ana, call, keyword,
+        "the same rows are drawn again only while the input is partitioned (and ordered within partitions) the "
+        "same way; the sample is still partition-dependent",
     )
 
 

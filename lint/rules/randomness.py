@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, stable_seed
+from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
 
 _SEEDABLE = frozenset({"rand", "randn", "random"})
 
@@ -14,15 +14,10 @@ def _seed_fix(ana: Any, call: ast.Call, qualified: str) -> FixSpec | None:
     """``F.rand()`` -> ``F.rand(seed=N)``: unsafe, the values still depend on the partitioning."""
     if call.args or call.keywords or ana.spark_name(qualified) not in _SEEDABLE:
         return None
-    span = ana.span(call)
-    seed = stable_seed(f"{span[0]}:{span[1]}:{ana.segment(call)}")
-    return FixSpec(
-        "add-keyword",
-        span,
-        "unsafe",
-        f"seed it (`seed={seed}`): the values then repeat on a replay only while the input is partitioned the "
-        "same way; they are still partition-dependent (reported as ND004 afterwards)",
-        (("name", "seed"), ("value", str(seed))),
+    return seed_fix(
+        ana, call, "seed",
+        "the values then repeat on a replay only while the input is partitioned the same way; they are still "
+        "partition-dependent (reported as ND004 afterwards)",
     )
 
 

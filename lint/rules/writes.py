@@ -400,24 +400,12 @@ def _is_delta_merge(ana: Any, call: ast.Call, scope: Any) -> bool:
         if attr.startswith("when") or attr == "execute":
             return True
         parent = ana.chain_parent.get(id(parent))
-    node: ast.AST = call.func.value
-    for _ in range(20):
-        t = type(node)
-        if t is ast.Call:
-            f = node.func
+    for step, _where in ana.down_chain(call.func.value, scope, limit=20):
+        if type(step) is ast.Call:
+            f = step.func
             name = f.attr if type(f) is ast.Attribute else f.id if type(f) is ast.Name else ""
             if name in ("forPath", "forName", "DeltaTable", "create", "createOrReplace"):
                 return True
-            node = f.value if type(f) is ast.Attribute else f
-        elif t is ast.Attribute:
-            node = node.value
-        elif t is ast.Name:
-            value = ana.single_value(node, scope)
-            if value is None:
-                return False
-            node, scope = value
-        else:
-            return False
     return False
 
 
@@ -558,37 +546,21 @@ def _py_accumulates(
 
 def _merge_call(ana: Any, node: ast.AST, scope: Any) -> tuple[ast.Call, Any] | None:
     """The ``merge(...)`` call an update clause belongs to (down its chain, through variables)."""
-    for _ in range(40):
-        t = type(node)
-        if t is ast.Call and type(node.func) is ast.Attribute:
-            if node.func.attr == "merge":
-                return node, scope
-            node = node.func.value
-        elif t is ast.Name:
-            value = ana.single_value(node, scope)
-            if value is None:
-                return None
-            node, scope = value
-        else:
+    for step, where in ana.down_chain(node, scope, limit=40):
+        if type(step) is not ast.Call or type(step.func) is not ast.Attribute:
             return None
+        if step.func.attr == "merge":
+            return step, where
     return None
 
 
 def _alias_of(ana: Any, node: ast.AST, scope: Any) -> str | None:
     """The ``.alias("x")`` a DataFrame/DeltaTable expression carries (along its chain and variables)."""
-    for _ in range(20):
-        t = type(node)
-        if t is ast.Call and type(node.func) is ast.Attribute:
-            if node.func.attr in ("alias", "as_") and node.args:
-                return _const(ana, node.args[0], scope)
-            node = node.func.value
-        elif t is ast.Name:
-            value = ana.single_value(node, scope)
-            if value is None:
-                return None
-            node, scope = value
-        else:
+    for step, where in ana.down_chain(node, scope, limit=20):
+        if type(step) is not ast.Call or type(step.func) is not ast.Attribute:
             return None
+        if step.func.attr in ("alias", "as_") and step.args:
+            return _const(ana, step.args[0], where)
     return None
 
 
