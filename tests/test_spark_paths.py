@@ -68,3 +68,23 @@ def test_both_paths_refuse_bad_batches_alike(spark, tmp_path, path_kind):
     with pytest.raises(SchemaMismatchError, match="'n'"):
         UpsertSink(narrow, "id").write(spark.createDataFrame(pa.table({"id": [2], "n": [2**40]})), batch_id=1)
     assert [r["id"] for r in read_rows(path)] == [1]
+
+
+def test_a_batch_spark_plans_as_large_is_not_collected_to_the_driver(spark):
+    """Collecting up to LOCAL_ROWS rows of a large batch only to find it too large reads the source twice: a
+    batch whose plan Spark estimates above LOCAL_MAX_ESTIMATE_BYTES runs no job here."""
+    from upsertsink.engines.spark import SparkEngine
+
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    big = spark.range(2_000_000_000)  # estimated at 16 GB
+    sc.setJobGroup("upsertsink-probe-big", "probe")
+    try:
+        assert SparkEngine(big)._collect_small(big) is None
+        assert tracker.getJobIdsForGroup("upsertsink-probe-big") == []
+        small = spark.range(10)
+        sc.setJobGroup("upsertsink-probe-small", "probe")
+        assert SparkEngine(small)._collect_small(small).num_rows == 10
+        assert tracker.getJobIdsForGroup("upsertsink-probe-small") != []  # the probe does see jobs
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)

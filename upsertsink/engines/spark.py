@@ -36,9 +36,22 @@ log = logging.getLogger(__name__)
 # Batches up to this many rows are collected once and prepared on the driver (as the embedded engine does):
 # for them one collect costs less than a distributed pass through the Python workers.
 LOCAL_ROWS = 500_000
+# A batch whose planned size Spark estimates above this is not collected at all: trying would read up to
+# LOCAL_ROWS rows only to throw them away and read the source again in the distributed pass.
+LOCAL_MAX_ESTIMATE_BYTES = 1 << 30
 OK_PREFIX = "__upsertsink_ok_"  # per cast column: the value fits the table's type (dropped before the MERGE)
 STALE = "__upsertsink_stale"
 _RANGE_CATEGORIES = {"integer", "decimal", "string", "date", "timestamp"}
+
+
+def _estimated_bytes(df: Any) -> int:
+    """Spark's size estimate of the batch's plan (planning only, no job); 0 when unknown or unavailable."""
+    try:
+        size = df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+        size = int(size if isinstance(size, int) else size.toString())
+    except Exception:  # noqa: BLE001 - Spark Connect has no _jdf; an estimate is only a hint
+        return 0
+    return 0 if size >= 2**63 - 1 else size  # Long.MaxValue: Spark does not know (RDDs, some sources)
 
 
 def _arrow_type(dtype: Any) -> pa.DataType | None:
@@ -146,7 +159,7 @@ class SparkEngine:
 
     def _collect_small(self, df: Any) -> pa.Table | None:
         """The batch as Arrow on the driver when it has at most LOCAL_ROWS rows (one job), else None."""
-        if any(_arrow_type(f.dataType) is None for f in df.schema):
+        if any(_arrow_type(f.dataType) is None for f in df.schema) or _estimated_bytes(df) > LOCAL_MAX_ESTIMATE_BYTES:
             return None
         table = self._run(lambda: df.limit(LOCAL_ROWS + 1).toArrow())
         return table if table.num_rows <= LOCAL_ROWS else None
