@@ -21,6 +21,7 @@ S3A settings for the object store. Nothing is fetched at run time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -126,11 +127,10 @@ def _alive(pid: int) -> bool:
 
 
 def _reap(pgid: int) -> None:
-    try:
+    """Collect the exit status of our finished children in group ``pgid`` (so they stop being zombies)."""
+    with contextlib.suppress(ChildProcessError):  # none left in that group
         while os.waitpid(-pgid, os.WNOHANG)[0] > 0:
-            pass
-    except ChildProcessError:
-        pass
+            continue  # reaped one; look for the next
 
 
 def _state(pid: int) -> str | None:
@@ -175,11 +175,9 @@ def _stop_group(pgid: int, sig: int = signal.SIGTERM, timeout: float = 15.0) -> 
 def _wait(what: str, check, timeout: float = START_TIMEOUT, log: str | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(OSError):  # not listening yet
             if check():
                 return
-        except OSError:
-            pass
         time.sleep(0.5)
     tail = ""
     if log and Path(log).is_file():
