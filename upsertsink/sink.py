@@ -97,7 +97,10 @@ class UpsertSink:
             partition_by=tuple(self.partition_by) if self.partition_by else None,
             storage_options=engine.storage_options,
         )
-        return write(engine, request, Settings(self.schema_evolution, retention, self.max_retries))
+        try:
+            return write(engine, request, Settings(self.schema_evolution, retention, self.max_retries))
+        finally:
+            engine.close()
 
     def last_batch_id(self) -> int | None:
         """The last batch id committed to the table for this sink's app_id, or None."""

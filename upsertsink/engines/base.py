@@ -60,10 +60,14 @@ class PreparedBatch:
     delete_count: int | None = None  # rows flagged as deletes, when known without another pass
     key_values: pa.Table | None = None  # the key columns' values (Arrow), when small enough to hold
     sequence_range: tuple[Any, Any] | None = None  # (min, max) of the sequence column, when known
+    materialize_source: bool = False  # Spark: ``data`` is a local relation that the MERGE should materialise
+
 
     def with_data(self, data: Any, rows: int | None = None, added_deletes: int = 0) -> PreparedBatch:
         deletes = None if self.delete_count is None else self.delete_count + added_deletes
-        return replace(self, data=data, rows=self.rows if rows is None else rows, delete_count=deletes)
+        return replace(
+            self, data=data, rows=self.rows if rows is None else rows, delete_count=deletes, materialize_source=False
+        )
 
 
 @dataclass(frozen=True)
@@ -119,3 +123,6 @@ class Engine(Protocol):
 
     def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
         """Delete stored rows older than ``deletes`` (k0..kN, sequence); no marker. None when nothing changed."""
+
+    def close(self) -> None:
+        """Release what the write held (the Spark engine's scratch files); called once the write is over."""

@@ -249,6 +249,9 @@ class EmbeddedEngine:
             )
         return merger.execute()
 
+    def close(self) -> None:
+        """Nothing to release: the batch is the caller's Arrow table."""
+
     def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
         from deltalake import CommitProperties
 

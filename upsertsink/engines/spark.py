@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,7 +23,7 @@ from upsertsink import batch as B
 from upsertsink import fingerprint as fp
 from upsertsink.arrow_batch import prepare_arrow
 from upsertsink.conflicts import first_line
-from upsertsink.engines import spark_merge, spark_stats
+from upsertsink.engines import spark_local, spark_merge, spark_stats
 from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
 from upsertsink.engines.spark_merge import analysis_error as _analysis_error
 from upsertsink.engines.spark_merge import col as _col
@@ -93,6 +94,11 @@ class SparkEngine:
         self.df = df
         self.spark = df.sparkSession
         self.storage_options = storage_options
+        self._scratch = spark_local.ScratchFiles()
+
+    def close(self) -> None:
+        """Remove the files this write left for its MERGE source."""
+        self._scratch.close()
 
     # -------------------------------------------------------------- schema and preparation
 
@@ -113,6 +119,9 @@ class SparkEngine:
         """The batch cast to the table's types (with a fits-check column per cast) and float keys normalized."""
         from pyspark.sql import functions as F
 
+        float_keys = [k for k in request.keys if type(self.df.schema[k].dataType).__name__ in ("FloatType", "DoubleType")]
+        if not casts and not float_keys:
+            return self.df, []  # already canonical: no plan to build
         types = {c.name: c.dtype for c in target or ()}
         cols, oks = [], []
         for c in self.df.schema:
@@ -158,8 +167,18 @@ class SparkEngine:
         return fp.digest(schema, count, total)
 
     def _collect_small(self, df: Any) -> pa.Table | None:
-        """The batch as Arrow on the driver when it has at most LOCAL_ROWS rows (one job), else None."""
-        if any(_arrow_type(f.dataType) is None for f in df.schema) or _estimated_bytes(df) > LOCAL_MAX_ESTIMATE_BYTES:
+        """The batch as Arrow on the driver when it has at most LOCAL_ROWS rows, else None: read from its
+        parquet files when it is a bare scan of them (no job), otherwise collected (one job)."""
+        if any(_arrow_type(f.dataType) is None for f in df.schema):
+            return None
+        if df is self.df:
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            wanted = to_arrow_schema(df.schema, timezone="UTC")
+            direct = spark_local.read_plain_parquet(df, wanted, LOCAL_ROWS)
+            if direct is not None:
+                return direct
+        if _estimated_bytes(df) > LOCAL_MAX_ESTIMATE_BYTES:
             return None
         table = self._run(lambda: df.limit(LOCAL_ROWS + 1).toArrow())
         return table if table.num_rows <= LOCAL_ROWS else None
@@ -253,8 +272,12 @@ class SparkEngine:
             if bad:
                 raise B.cast_overflow_error(name, bad, self.df.schema[name].dataType.simpleString(), types[name].type)
         prepared = prepare_arrow(table.drop_columns(checks), request, casts)
-        source = self.spark.createDataFrame(prepared.data, schema=df.drop(*checks).schema)
-        return prepared.with_data(source)
+        schema = df.drop(*checks).schema if checks else df.schema
+        if spark_local.local_master(self.spark) and spark_local.file_safe(schema):
+            return prepared.with_data(self._scratch.source(self.spark, prepared.data, schema))
+        # A local relation: Delta materialises it once rather than shipping its rows with both MERGE passes.
+        source = self.spark.createDataFrame(prepared.data, schema=schema)
+        return replace(prepared.with_data(source), materialize_source=True)
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
         from pyspark.sql import Window

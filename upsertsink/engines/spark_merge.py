@@ -102,10 +102,13 @@ def _create(request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, 
     inserted = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
     return CommitOutcome(version=0, inserted=inserted, updated=0, deleted=0, files_scanned=0)
 
-def _session(spark: Any, request: WriteRequest, metadata: dict[str, Any], marker: bool) -> Any:
+def _session(
+    spark: Any, request: WriteRequest, metadata: dict[str, Any], marker: bool, materialize: bool = False
+) -> Any:
     session = child_session(spark)
     session.conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata))
-    session.conf.set("spark.databricks.delta.merge.materializeSource", "none")
+    # Our sources are files or checkpoints, cheap and stable to read twice; a local relation is materialised.
+    session.conf.set("spark.databricks.delta.merge.materializeSource", "auto" if materialize else "none")
     if marker and request.batch_id is not None:
         session.conf.set("spark.databricks.delta.write.txnAppId", request.app_id)
         session.conf.set("spark.databricks.delta.write.txnVersion", str(request.batch_id))
@@ -124,12 +127,12 @@ def _merge(
     found = file_ranges(snapshot.table, request.keys, prepared.key_values, request.sequence)
     if found is not None:
         metadata = {**metadata, "files_scanned": found.files}
-    session = _session(spark, request, metadata, marker=True)
     source = prepared.data
     if _all_newer(request, prepared, found):
         log.debug("no-op filter skipped: every row of batch %s is newer than the files it can touch", request.batch_id)
     else:
         source = _changed_rows(prepared.data, spark, request.target, plan, prepared.key_ranges, prepared.rows, found)
+    session = _session(spark, request, metadata, marker=True, materialize=prepared.materialize_source and source is prepared.data)
     on = F.expr(plan.on("spark"))
     pruning = _pruning(TARGET, prepared.key_ranges, found)
     if pruning is not None:
