@@ -88,3 +88,20 @@ def test_a_batch_spark_plans_as_large_is_not_collected_to_the_driver(spark):
         assert tracker.getJobIdsForGroup("upsertsink-probe-small") != []  # the probe does see jobs
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
+
+
+def test_settings_changed_between_writes_reach_the_commit_session(spark):
+    """The commit session is kept between writes and re-copies the user's settings only when they changed."""
+    from upsertsink.engines.spark_merge import child_session
+
+    key = "spark.upsertsink.test.setting"
+    try:
+        spark.conf.set(key, "1")
+        first = child_session(spark)
+        assert first.conf.get(key) == "1"
+        spark.conf.set(key, "2")
+        again = child_session(spark)
+        assert again is first and again.conf.get(key) == "2"
+        assert child_session(spark).conf.get(key) == "2"
+    finally:
+        spark.conf.unset(key)

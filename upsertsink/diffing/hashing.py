@@ -27,9 +27,10 @@ def quote(name: str) -> str:
 def spark_row_hash(cols: list[str], nullable: Collection[str] | None = None) -> Any:
     """A Spark column: ``xxhash64`` of the row's values in ``cols`` (sorted) and a bitmap of which of the
     ``nullable`` columns (default: all) are null. xxhash64 skips null arguments, so without the bitmap
-    ``(null, 1)`` and ``(1, null)`` would hash alike; with at most one nullable column they cannot."""
-    from functools import reduce
+    ``(null, 1)`` and ``(1, null)`` would hash alike; with at most one nullable column they cannot.
 
+    Built as one expression of quoted column names (no values), parsed by Spark in one call: building it
+    function by function cost a py4j round trip per call, about 0.1 s per comparison."""
     from pyspark.sql import functions as F
 
     ordered = sorted(cols)
@@ -37,10 +38,10 @@ def spark_row_hash(cols: list[str], nullable: Collection[str] | None = None) -> 
     args = []
     if len(maybe_null) > 1:
         for start in range(0, len(maybe_null), 62):  # one long bitmap per 62 nullable columns
-            bits = [F.shiftleft(F.isnull(F.col(quote(c))).cast("long"), i)
+            bits = [f"shiftleft(cast(isnull({quote(c)}) as bigint), {i})"
                     for i, c in enumerate(maybe_null[start:start + 62])]  # fmt: skip
-            args.append(reduce(lambda a, b: a.bitwiseOR(b), bits))
-    return F.xxhash64(*args, *[F.col(quote(c)) for c in ordered])
+            args.append("(" + " | ".join(bits) + ")")
+    return F.expr(f"xxhash64({', '.join([*args, *(quote(c) for c in ordered)])})")
 
 
 def nullable_columns(*frames: Any) -> set[str]:

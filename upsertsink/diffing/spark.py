@@ -95,48 +95,70 @@ def _spark_project(df: Any, cols: list[str], types: dict[str, Any]) -> Any:
     return df.select(*exprs)
 
 
-def _has_duplicates(df: Any, keys: list[str], rows: int, nullable: set[str], key_hashes: Any = None) -> bool:
+def _has_duplicates(df: Any, keys: list[str], rows: int, nullable: set[str], unique: bool | None = None) -> bool:
     """Exact: all 64-bit key hashes distinct proves unique keys; a repeated hash (a duplicate, or in theory a
     collision) is settled by an exact group-by. Up to DRIVER_KEY_CHECK_ROWS rows the hashes are sorted on the
-    driver (8 bytes a row; ``key_hashes`` when already collected), much cheaper than a distinct count's
+    driver (8 bytes a row; ``unique`` when that was done already), much cheaper than a distinct count's
     shuffle."""
     from pyspark.sql import functions as F
 
-    kh = spark_row_hash(keys, nullable).alias("kh")
-    if key_hashes is not None or rows <= DRIVER_KEY_CHECK_ROWS:
-        import numpy as np
-
-        if key_hashes is None:
-            key_hashes = df.select(kh).toArrow().column("kh").to_numpy()
-        hashes = np.sort(key_hashes)
-        unique = not bool((hashes[1:] == hashes[:-1]).any())
-    else:
-        unique = df.select(kh).agg(F.count_distinct("kh").alias("d")).first()["d"] == rows
+    if unique is None:
+        kh = spark_row_hash(keys, nullable).alias("kh")
+        if rows <= DRIVER_KEY_CHECK_ROWS:
+            unique = _distinct(df.select(kh).toArrow().column("kh").to_numpy())
+        else:
+            unique = df.select(kh).agg(F.count_distinct("kh").alias("d")).first()["d"] == rows
     if unique:
         return False
     dup = df.groupBy(*[F.col(_q(k)) for k in keys]).count().filter(F.col("count") > 1).limit(1).count()
     return dup > 0
 
 
+def _distinct(hashes: Any) -> bool:
+    import numpy as np
+
+    ordered = np.sort(hashes)
+    return not bool((ordered[1:] == ordered[:-1]).any())
+
+
 def _fingerprints(
     lp: Any, rp: Any, keys: list[str], cols: list[str], nullable: set[str], left_rows: int | None
-) -> tuple[tuple[int, int, int], tuple[int, int, int], Any]:
-    """Both sides' fingerprints, and the left side's key hashes when they came for free.
+) -> tuple[tuple[int, int, int], tuple[int, int, int], bool | None]:
+    """Both sides' fingerprints, and whether the left side's key hashes are distinct when that came for free.
 
     When the left side is known (from its Delta log or parquet footers) to hold at most
     DRIVER_KEY_CHECK_ROWS rows, its key and row hashes travel to the driver in the one scan that
     fingerprints it (16 bytes a row), so proving its keys unique needs no second scan; the right side is
-    aggregated by Spark. Otherwise both fingerprints are one aggregation job, and the key check scans later.
+    aggregated by Spark in a job of its own, run alongside (its tasks fill the slots the left scan leaves,
+    and the driver's share, receiving and sorting the hashes, overlaps it). Otherwise both fingerprints are
+    one aggregation job, and the key check scans later.
     """
     if left_rows is None or left_rows > DRIVER_KEY_CHECK_ROWS:
         lfp, rfp = spark_fingerprints(lp, rp, cols, nullable)
         return lfp, rfp, None
-    rfp = spark_fingerprint(rp, cols, nullable)
-    hashed = lp.select(
-        spark_row_hash(keys, nullable).alias("kh"), spark_row_hash(cols, nullable).alias("rh")
-    ).toArrow()
-    lfp = fold_row_hashes(hashed.column("rh").to_numpy())
-    return lfp, rfp, hashed.column("kh").to_numpy()
+    from pyspark import InheritableThread
+
+    right: dict[str, Any] = {}
+
+    def run_right() -> None:
+        try:
+            right["fp"] = spark_fingerprint(rp, cols, nullable)
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread below
+            right["error"] = err
+
+    worker = InheritableThread(target=run_right, name="upsertsink-diff-right")
+    worker.start()
+    try:
+        hashed = lp.select(
+            spark_row_hash(keys, nullable).alias("kh"), spark_row_hash(cols, nullable).alias("rh")
+        ).toArrow()
+        lfp = fold_row_hashes(hashed.column("rh").to_numpy())
+        unique = _distinct(hashed.column("kh").to_numpy())
+    finally:
+        worker.join()
+    if "error" in right:
+        raise right["error"]
+    return lfp, right["fp"], unique
 
 
 def _spark_suspects(
@@ -210,11 +232,11 @@ def compare(left: Side, right: Side, req: Request, say: Callable[[str], None]) -
     say("fingerprinting both sides")
     nullable = nullable_columns(lp, rp)  # both sides hash alike: a column nullable on either side
     left_rows = left.path.num_rows() if left.path is not None else None
-    (nl_rows, *lfp), (nr_rows, *rfp), key_hashes = _fingerprints(lp, rp, keys, cols, nullable, left_rows)
+    (nl_rows, *lfp), (nr_rows, *rfp), unique = _fingerprints(lp, rp, keys, cols, nullable, left_rows)
     base = {"keys": keys, "columns": compared, "rows_left": nl_rows, "rows_right": nr_rows, "engine": "spark"}
     if (nl_rows, *lfp) == (nr_rows, *rfp):
         say("checking for duplicate keys")
-        if not _has_duplicates(lp, keys, nl_rows, nullable, key_hashes):
+        if not _has_duplicates(lp, keys, nl_rows, nullable, unique):
             log.debug("fingerprints match and keys are unique: equal")
             return equal_result(keys, compared, nl_rows, "spark")
         fingerprint_match = True

@@ -45,21 +45,31 @@ def analysis_error(err: BaseException) -> bool:
 
 def child_session(spark: Any) -> Any:
     """This thread's child session of ``spark``, with the user session's runtime settings copied in."""
-    cache: dict[int, tuple[Any, Any, dict[str, str]]] = getattr(_sessions, "cache", None) or {}
+    cache: dict[int, tuple[Any, Any, dict[str, str], Any]] = getattr(_sessions, "cache", None) or {}
     _sessions.cache = cache
     entry = cache.get(id(spark))
     if entry is None or entry[0] is not spark:
-        entry = (spark, spark.newSession(), {})
-        cache[id(spark)] = entry
-    _, child, copied = entry
-    for key, value in spark.conf.getAll.items():
-        if copied.get(key) != value and not key.startswith("spark.databricks.delta.write.txn"):
-            try:
-                child.conf.set(key, value)
-            except Exception as err:  # noqa: BLE001 - static settings cannot be set and are shared anyway
-                log.debug("not copied to the commit session: %s (%s)", key, err)
-            copied[key] = value
+        entry = (spark, spark.newSession(), {}, None)
+    _, child, copied, seen = entry
+    version = _settings_hash(spark)
+    if version is None or version != seen:  # reading every setting through py4j costs ~30 ms a write
+        for key, value in spark.conf.getAll.items():
+            if copied.get(key) != value and not key.startswith("spark.databricks.delta.write.txn"):
+                try:
+                    child.conf.set(key, value)
+                except Exception as err:  # noqa: BLE001 - static settings cannot be set and are shared anyway
+                    log.debug("not copied to the commit session: %s (%s)", key, err)
+                copied[key] = value
+    cache[id(spark)] = (spark, child, copied, version)
     return child
+
+
+def _settings_hash(spark: Any) -> int | None:
+    """A hash of the session's runtime settings, computed in the JVM (one round trip); None if unavailable."""
+    try:
+        return int(spark._jsparkSession.sessionState().conf().getAllConfs().hashCode())
+    except Exception:  # noqa: BLE001 - Spark Connect has no JVM session: copy every time
+        return None
 
 
 def commit(
