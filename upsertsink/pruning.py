@@ -112,7 +112,9 @@ def _as_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 def _ranges(key: str, values: pa.ChunkedArray, mins: pa.Array, maxs: pa.Array) -> tuple[FileRanges, np.ndarray]:
     lo, hi = _as_numpy(mins), _as_numpy(maxs)
-    sorted_values = np.sort(_as_numpy(values))  # repeats do no harm to the searches below
+    sorted_values = _as_numpy(values)  # repeats do no harm to the searches below
+    if len(sorted_values) > 1 and not (sorted_values[1:] >= sorted_values[:-1]).all():  # batches often come in order
+        sorted_values = np.sort(sorted_values)
     # the files that hold at least one batch key in their [min, max]
     hits = np.searchsorted(sorted_values, lo, side="left") < np.searchsorted(sorted_values, hi, side="right")
     spans = _merge(sorted(zip(lo[hits], hi[hits]), key=lambda p: p[0]))
