@@ -101,9 +101,11 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 def _mix64(x: np.ndarray) -> np.ndarray:
     """A multiply-xorshift finaliser, in place: spreads each 64-bit row word before the rows are summed."""
     with np.errstate(over="ignore"):
-        x ^= x >> np.uint64(32)
+        shifted = x >> np.uint64(32)
+        x ^= shifted
         x *= _M1
-        x ^= x >> np.uint64(29)
+        np.right_shift(x, np.uint64(29), out=shifted)
+        x ^= shifted
     return x
 
 
@@ -121,8 +123,10 @@ def _numeric(col: pa.ChunkedArray) -> np.ndarray:
     if col.null_count:
         col = pc.fill_null(col, False if pa.types.is_boolean(t) else 0)  # nulls get their own hash later
     if pa.types.is_floating(t):
-        v = pc.cast(col, pa.float64()).to_numpy()
-        v = np.where(np.isnan(v), _CANONICAL_NAN, v + 0.0)  # -0.0 + 0.0 is 0.0; every NaN alike
+        v = pc.cast(col, pa.float64()).to_numpy() + 0.0  # -0.0 + 0.0 is 0.0
+        nan = np.isnan(v)
+        if nan.any():
+            v[nan] = _CANONICAL_NAN  # every NaN alike
         return v.view(np.uint64)
     if pa.types.is_timestamp(t):
         col = pc.cast(col, pa.timestamp("us", t.tz), safe=False)

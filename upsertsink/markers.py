@@ -118,10 +118,18 @@ def open_snapshot(path: str, storage_options: dict[str, str] | None = None) -> S
     """The target's latest snapshot; refuses a path that is neither a Delta table nor new."""
     from deltalake import DeltaTable
 
+    from deltalake.exceptions import TableNotFoundError
+
     check_target_path(path)
-    if not DeltaTable.is_deltatable(path, storage_options=storage_options):
+    try:  # opened directly: asking is_deltatable first read the log's listing twice
+        table = DeltaTable(path, storage_options=storage_options)
+    except TableNotFoundError:
         return Snapshot(path, None, storage_options)
-    return Snapshot(path, DeltaTable(path, storage_options=storage_options), storage_options)
+    except Exception:
+        if not DeltaTable.is_deltatable(path, storage_options=storage_options):
+            return Snapshot(path, None, storage_options)
+        raise
+    return Snapshot(path, table, storage_options)
 
 
 def table_exists(path: str, storage_options: dict[str, str] | None = None) -> bool:
