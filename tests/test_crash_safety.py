@@ -104,12 +104,18 @@ def test_a_resend_repairs_when_the_writer_died_before_its_repair(tmp_path, monke
     assert ids(path) == [9]
 
 
-def test_two_writers_inserting_the_same_new_key_leave_one_row(engine, tmp_path):
+@pytest.mark.parametrize("spark_pruning", ["always", "default"])
+def test_two_writers_inserting_the_same_new_key_leave_one_row(engine, tmp_path, spark_pruning, monkeypatch):
     """A key beyond every file is inserted unread; a racing insert of that key must still conflict.
 
     The file-pruning condition once covered only the files holding batch keys (``FALSE`` when none did), so the
     commit's read predicate left the new key out, the conflict check let both inserts in: a duplicate key.
+    Spark prunes only large tables by default (its MERGE then reads the whole table); both ways are checked.
     """
+    from upsertsink.engines import spark_merge
+
+    if spark_pruning == "always":
+        monkeypatch.setattr(spark_merge, "SPARK_PRUNE_MIN_SKIPPED_ROWS", 0)
     path = str(tmp_path / "t")
     schema = {"id": pa.int64(), "name": pa.string()}
     first, second = UpsertSink(path, "id", app_id="first"), UpsertSink(path, "id", app_id="second")

@@ -84,7 +84,7 @@ def test_the_v3_fingerprint_of_a_fixed_batch_never_changes():
     """Fingerprints are stored in commits and recomputed by later versions: a change to the hashing code must
     not change a value (this one was computed by the code that introduced v3, and again after every
     speed-up of it)."""
-    utc = datetime.timezone.utc
+    utc = datetime.UTC
     table = pa.table({
         "id": pa.array([1, 2, 3, 4], pa.int64()),
         "f": pa.array([float("nan"), -0.0, None, 1.5]),

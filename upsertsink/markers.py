@@ -117,7 +117,6 @@ class Snapshot:
 def open_snapshot(path: str, storage_options: dict[str, str] | None = None) -> Snapshot:
     """The target's latest snapshot; refuses a path that is neither a Delta table nor new."""
     from deltalake import DeltaTable
-
     from deltalake.exceptions import TableNotFoundError
 
     check_target_path(path)

@@ -39,6 +39,7 @@ class FileRanges:
     files: int  # files those ranges cover (the files the MERGE may read)
     total_files: int
     max_sequence: Any = None  # the highest sequence value those files hold (from statistics), when known
+    skipped_rows: int | None = None  # rows in the files left out (from statistics), when known
 
     @property
     def narrows(self) -> bool:
@@ -89,8 +90,16 @@ def file_ranges(
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             continue
         found, hits = _ranges(key, values, mins, maxs)
+        found = replace(found, skipped_rows=_skipped_rows(actions, hits))
         return replace(found, max_sequence=_max_sequence(actions, sequence, hits)) if sequence else found
     return None
+
+
+def _skipped_rows(actions: pa.Table, reads: np.ndarray) -> int | None:
+    if "num_records" not in actions.column_names:
+        return None
+    counts = actions["num_records"].combine_chunks().filter(pa.array(~reads))
+    return None if counts.null_count else int(pc.sum(counts).as_py() or 0)
 
 
 def _max_sequence(actions: pa.Table, sequence: str, hits: np.ndarray) -> Any:
