@@ -5,7 +5,9 @@ keys, inserts of new ones beyond the end), yet one ``key BETWEEN batch-min AND b
 between. This module reads the file statistics (with deltalake, on both engines), finds the files whose
 [min, max] contains at least one of the batch's key values, and returns their ranges, merged: the engines add
 ``(key BETWEEN lo1 AND hi1 OR key BETWEEN lo2 AND hi2 ...)`` to the MERGE condition, so the MERGE (and, on
-Spark, the no-op filter) reads only those files, while new keys outside every file are inserted unread. The
+Spark, the no-op filter) reads only those files, while new keys outside every file are inserted unread (Spark's
+MERGE gets the condition only when the files it skips hold enough rows to pay for Delta's data-skipping query:
+``spark_merge.SPARK_PRUNE_MIN_SKIPPED_ROWS``). The
 ranges always cover every batch key (keys beyond every file get the range of the gap they fall in), so that a
 racing writer's insert of the same key is matched or makes the commit conflict.
 
