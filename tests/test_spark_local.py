@@ -71,6 +71,22 @@ def test_a_parquet_batch_is_read_without_a_job_and_fingerprints_as_spark_collect
         EmbeddedEngine(simple).fingerprint(REQUEST, None, [])
 
 
+def test_a_choice_of_columns_is_still_read_without_a_job(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    path = tmp_path / "batch.parquet"
+    pq.write_table(MANY_TYPES, path)
+    chosen = spark.read.parquet(str(path)).select("seq", "s", "id")
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    direct, jobs = _jobs(spark, "chosen", lambda: spark_local.read_plain_parquet(
+        chosen, to_arrow_schema(chosen.schema, timezone="UTC"), 1000))
+    assert jobs == [] and direct.column_names == ["seq", "s", "id"]
+    assert direct.equals(chosen.toArrow())
+    renamed = spark.read.parquet(str(path)).select(F.col("id").alias("seq"), F.col("seq").alias("id"))
+    assert spark_local.read_plain_parquet(renamed, to_arrow_schema(renamed.schema, timezone="UTC"), 1000) is None
+
+
 def _legacy(tmp_path):
     table = pa.table({"id": [1, 2], "seq": [1, 1]})
     table = table.replace_schema_metadata({b"org.apache.spark.legacyDateTime": b""})

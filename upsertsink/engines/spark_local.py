@@ -1,8 +1,9 @@
 """Small Spark batches on the driver: read them without a Spark job where that is exact, and give the MERGE a
 source that is cheap to read twice.
 
-- ``read_plain_parquet``: a batch that is nothing but a scan of local parquet files (``spark.read.parquet``:
-  no filter, projection, partition columns or reader options) is read by pyarrow from the files Spark lists,
+- ``read_plain_parquet``: a batch that is nothing but a scan of local parquet files (``spark.read.parquet``,
+  possibly with a choice of its columns; no filter, computed column, partition columns or reader options) is
+  read by pyarrow from the files Spark lists,
   and cast to the Arrow schema Spark itself would hand over (``toArrow``). Anything that Spark could read
   differently (another type category, nanosecond or INT96 timestamps, legacy-calendar files, a column
   missing from a file, more rows than the driver takes) returns None, and the caller collects through Spark.
@@ -43,6 +44,11 @@ def plain_parquet_files(df: Any) -> list[str] | None:
     """The local files of a batch that is a bare parquet scan, else None (planning only, no Spark job)."""
     try:
         plan = df._jdf.queryExecution().optimizedPlan()
+        if plan.getClass().getSimpleName() == "Project":  # a choice of columns, each one as it is stored
+            chosen = plan.projectList()
+            if any(chosen.apply(i).getClass().getSimpleName() != "AttributeReference" for i in range(chosen.size())):
+                return None
+            plan = plan.child()
         if plan.getClass().getSimpleName() != "LogicalRelation":
             return None
         rel = plan.relation()
