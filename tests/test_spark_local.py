@@ -169,3 +169,24 @@ def test_the_merge_source_files_are_removed_when_the_write_ends(spark, tmp_path,
         sink.write(spark.createDataFrame(pa.table({"id": pa.array([4], pa.int64()), "seq": pa.array([3], pa.int64())})), 2)
     assert list(scratch.iterdir()) == []
     assert [r["id"] for r in read_rows(target)] == [1, 2, 3]
+
+
+def test_a_killed_writers_scratch_folder_is_removed_by_the_next_write(spark, tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (scratch / f"upsertsink-batch-{gone}-x1").mkdir()
+    (scratch / f"upsertsink-batch-{gone}-x1" / "batch-0.parquet").write_bytes(b"left by a killed writer")
+    alive = scratch / f"upsertsink-batch-{os.getppid()}-x2"
+    alive.mkdir()
+    target = str(tmp_path / "t")
+    sink = UpsertSink(target, "id", sequence_by="seq")
+    sink.write(spark.createDataFrame(pa.table({"id": pa.array([1], pa.int64()), "seq": pa.array([1], pa.int64())})), 0)
+    sink.write(spark.createDataFrame(pa.table({"id": pa.array([2], pa.int64()), "seq": pa.array([1], pa.int64())})), 1)
+    assert sorted(p.name for p in scratch.iterdir()) == [alive.name]  # a running writer's folder stays

@@ -147,6 +147,28 @@ def file_safe(schema: Any) -> bool:
     return safe(schema)
 
 
+_PREFIX = "upsertsink-batch-"
+
+
+def _sweep(root: str) -> None:
+    """Remove scratch folders left by writers that were killed (their process is gone)."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_PREFIX):].split("-", 1)[0] if name.startswith(_PREFIX) else ""
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            log.debug("removing the scratch folder of a writer that is gone: %s", name)
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        except (PermissionError, OverflowError):
+            continue  # alive under another user, or not a pid at all
+
+
 class ScratchFiles:
     """Parquet files of prepared batches, in a folder of their own removed by ``close`` (or when the owner
     is collected): the MERGE source of a small batch on a local master."""
@@ -158,7 +180,8 @@ class ScratchFiles:
 
     def source(self, spark: Any, table: pa.Table, schema: Any) -> Any:
         if self._folder is None:
-            self._folder = tempfile.mkdtemp(prefix="upsertsink-batch-")
+            _sweep(tempfile.gettempdir())
+            self._folder = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-")
             self._finalizer = weakref.finalize(self, shutil.rmtree, self._folder, True)
         path = os.path.join(self._folder, f"batch-{self._count}.parquet")
         self._count += 1
