@@ -87,6 +87,17 @@ def test_a_choice_of_columns_is_still_read_without_a_job(spark, tmp_path):
     assert spark_local.read_plain_parquet(renamed, to_arrow_schema(renamed.schema, timezone="UTC"), 1000) is None
 
 
+def test_a_narrower_float_than_the_file_holds_goes_through_spark(spark, tmp_path):
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64()), "f": pa.array([0.1], pa.float64())}), path)
+    narrowed = spark.read.schema("id long, f float").parquet(str(path))  # a cast pyarrow would do lossily
+    assert spark_local.read_plain_parquet(narrowed, to_arrow_schema(narrowed.schema, timezone="UTC"), 10) is None
+    wide = spark.read.parquet(str(path))
+    assert spark_local.read_plain_parquet(wide, to_arrow_schema(wide.schema, timezone="UTC"), 10) is not None
+
+
 def _legacy(tmp_path):
     table = pa.table({"id": [1, 2], "seq": [1, 1]})
     table = table.replace_schema_metadata({b"org.apache.spark.legacyDateTime": b""})

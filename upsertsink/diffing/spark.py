@@ -18,6 +18,7 @@ from upsertsink.diffing.hashing import (
 from upsertsink.diffing.hashing import quote as _q
 from upsertsink.diffing.inputs import Request, Side, plan_columns, type_mismatch
 from upsertsink.diffing.result import STATUSES, DiffResult, equal_result, sample_frame, sample_records
+from upsertsink.fingerprint import has_repeats
 
 log = logging.getLogger(__name__)
 
@@ -97,28 +98,21 @@ def _spark_project(df: Any, cols: list[str], types: dict[str, Any]) -> Any:
 
 def _has_duplicates(df: Any, keys: list[str], rows: int, nullable: set[str], unique: bool | None = None) -> bool:
     """Exact: all 64-bit key hashes distinct proves unique keys; a repeated hash (a duplicate, or in theory a
-    collision) is settled by an exact group-by. Up to DRIVER_KEY_CHECK_ROWS rows the hashes are sorted on the
-    driver (8 bytes a row; ``unique`` when that was done already), much cheaper than a distinct count's
+    collision) is settled by an exact group-by. Up to DRIVER_KEY_CHECK_ROWS rows the hashes are checked on the
+    driver (``fingerprint.has_repeats``, a hash table) (8 bytes a row; ``unique`` when that was done already), much cheaper than a distinct count's
     shuffle."""
     from pyspark.sql import functions as F
 
     if unique is None:
         kh = spark_row_hash(keys, nullable).alias("kh")
         if rows <= DRIVER_KEY_CHECK_ROWS:
-            unique = _distinct(df.select(kh).toArrow().column("kh").to_numpy())
+            unique = not has_repeats(df.select(kh).toArrow().column("kh").to_numpy())
         else:
             unique = df.select(kh).agg(F.count_distinct("kh").alias("d")).first()["d"] == rows
     if unique:
         return False
     dup = df.groupBy(*[F.col(_q(k)) for k in keys]).count().filter(F.col("count") > 1).limit(1).count()
     return dup > 0
-
-
-def _distinct(hashes: Any) -> bool:
-    import numpy as np
-
-    ordered = np.sort(hashes)
-    return not bool((ordered[1:] == ordered[:-1]).any())
 
 
 def _fingerprints(
@@ -130,7 +124,7 @@ def _fingerprints(
     DRIVER_KEY_CHECK_ROWS rows, its key and row hashes travel to the driver in the one scan that
     fingerprints it (16 bytes a row), so proving its keys unique needs no second scan; the right side is
     aggregated by Spark in a job of its own, run alongside (its tasks fill the slots the left scan leaves,
-    and the driver's share, receiving and sorting the hashes, overlaps it). Otherwise both fingerprints are
+    and the driver's share, receiving and checking the hashes, overlaps it). Otherwise both fingerprints are
     one aggregation job, and the key check scans later.
     """
     if left_rows is None or left_rows > DRIVER_KEY_CHECK_ROWS:
@@ -153,7 +147,7 @@ def _fingerprints(
             spark_row_hash(keys, nullable).alias("kh"), spark_row_hash(cols, nullable).alias("rh")
         ).toArrow()
         lfp = fold_row_hashes(hashed.column("rh").to_numpy())
-        unique = _distinct(hashed.column("kh").to_numpy())
+        unique = not has_repeats(hashed.column("kh").to_numpy())
     finally:
         worker.join()
     if "error" in right:

@@ -62,7 +62,6 @@ class PreparedBatch:
     sequence_range: tuple[Any, Any] | None = None  # (min, max) of the sequence column, when known
     materialize_source: bool = False  # Spark: ``data`` is a local relation that the MERGE should materialise
 
-
     def with_data(self, data: Any, rows: int | None = None, added_deletes: int = 0) -> PreparedBatch:
         deletes = None if self.delete_count is None else self.delete_count + added_deletes
         return replace(

@@ -89,6 +89,8 @@ def _same_kind(found: pa.DataType, wanted: pa.DataType) -> bool:
                 and (found.tz is None) == (wanted.tz is None))
     if pa.types.is_decimal(wanted):
         return pa.types.is_decimal(found) and (found.precision, found.scale) == (wanted.precision, wanted.scale)
+    if pa.types.is_floating(wanted):
+        return pa.types.is_floating(found) and found.bit_width <= wanted.bit_width
     if pa.types.is_integer(wanted):
         return pa.types.is_integer(found) and found.bit_width <= wanted.bit_width and (
             pa.types.is_signed_integer(found) or found.bit_width < wanted.bit_width

@@ -143,7 +143,8 @@ def _merge(
         log.debug("no-op filter skipped: every row of batch %s is newer than the files it can touch", request.batch_id)
     else:
         source = _changed_rows(prepared.data, spark, request.target, plan, prepared.key_ranges, prepared.rows, found)
-    session = _session(spark, request, metadata, marker=True, materialize=prepared.materialize_source and source is prepared.data)
+    materialize = prepared.materialize_source and source is prepared.data  # the no-op filter checkpoints its own
+    session = _session(spark, request, metadata, marker=True, materialize=materialize)
     on = F.expr(plan.on("spark"))
     pruning = _pruning(TARGET, prepared.key_ranges, found) if prune else None
     if pruning is not None:
