@@ -99,8 +99,8 @@ def _spark_project(df: Any, cols: list[str], types: dict[str, Any]) -> Any:
 def _has_duplicates(df: Any, keys: list[str], rows: int, nullable: set[str], unique: bool | None = None) -> bool:
     """Exact: all 64-bit key hashes distinct proves unique keys; a repeated hash (a duplicate, or in theory a
     collision) is settled by an exact group-by. Up to DRIVER_KEY_CHECK_ROWS rows the hashes are checked on the
-    driver (``fingerprint.has_repeats``, a hash table) (8 bytes a row; ``unique`` when that was done already), much cheaper than a distinct count's
-    shuffle."""
+    driver with ``fingerprint.has_repeats`` (8 bytes a row; ``unique`` when that was done already), much
+    cheaper than a distinct count's shuffle."""
     from pyspark.sql import functions as F
 
     if unique is None:
