@@ -13,6 +13,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from sink_helpers import read_rows, version
 
 from upsertsink import (
+    BatchIdBehindMarkerError,
     InvalidInputError,
     NotADeltaTableError,
     ReplayDivergenceError,
@@ -270,6 +271,9 @@ def test_when_the_log_no_longer_holds_the_commit_the_result_says_so(tmp_path):
     DeltaTable(path).create_checkpoint()
     for v in (0, 1):  # what log cleanup does to commits older than the retention
         os.remove(os.path.join(path, "_delta_log", f"{v:020d}.json"))
-    replay = sink.write(pa.Table.from_pylist(cdc((0, "whatever", 0, "U")), schema=pa.schema(CDC)), batch_id=0)
-    assert replay.skipped and replay.replay_check == "unavailable"
+    # batch 0 was committed, but its commit (and fingerprint) is gone: a replay cannot be told from a new batch
+    # reusing the id, so it is refused rather than skipped unchecked (issue #19)
+    with pytest.raises(BatchIdBehindMarkerError, match="log no longer holds that commit"):
+        sink.write(pa.Table.from_pylist(cdc((0, "whatever", 0, "U")), schema=pa.schema(CDC)), batch_id=0)
     assert sink.write(pa.Table.from_pylist(cdc((2, "n2", 2, "U")), schema=pa.schema(CDC)), 2).replay_check == "matched"
+    assert read_rows(path)[0] == {"id": 0, "name": "n0", "seq": 0, "op": "U"}

@@ -12,6 +12,7 @@ import pytest
 from sink_helpers import read_rows, version
 
 from upsertsink import (
+    BatchIdBehindMarkerError,
     DuplicateKeyError,
     InvalidInputError,
     NotADeltaTableError,
@@ -61,10 +62,12 @@ def test_committed_batch_id_is_skipped_without_a_commit(engine, tmp_path):
     sink.write(batch, batch_id=5)
     v = version(path)
     again = sink.write(batch, batch_id=5)
-    older = sink.write(engine.frame(rows((9, "zz", 9)), SCHEMA), batch_id=3)
-    assert again.skipped and older.skipped
-    assert again.version == v and older.version == v == version(path)
+    assert again.skipped and again.version == v == version(path)
     assert (again.inserted, again.updated, again.deleted) == (0, 0, 0)
+    # an older id that was never committed is not a replay: it is refused, not skipped (issue #19)
+    with pytest.raises(BatchIdBehindMarkerError, match="batch 3 .* never committed"):
+        sink.write(engine.frame(rows((9, "zz", 9)), SCHEMA), batch_id=3)
+    assert version(path) == v
     assert sink.last_batch_id() == 5
     assert read_rows(path) == rows((1, "a", 1))
 

@@ -7,6 +7,7 @@ from importlib.metadata import version as _dist_version
 from typing import TYPE_CHECKING, Any
 
 from upsertsink.errors import (
+    BatchIdBehindMarkerError,
     ConcurrentWriteError,
     DuplicateKeyError,
     InvalidInputError,
@@ -28,6 +29,7 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
     __version__ = "0+unknown"
 
 __all__ = [
+    "BatchIdBehindMarkerError",
     "ConcurrentWriteError",
     "DiffResult",
     "DuplicateKeyError",

@@ -6,6 +6,8 @@ type text); everything here decides on those, so both engines accept and refuse 
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from upsertsink.errors import DuplicateKeyError, InvalidInputError, SchemaMismatchError, option
@@ -43,8 +45,14 @@ MAX_BATCH_ID = 2**63 - 1  # a Delta transaction identifier's version is a signed
 
 
 def check_batch_id(batch_id: object) -> int | None:
+    """The batch id as a Python int (numpy and other integer types accepted); None stays None."""
     if batch_id is None:
         return None
+    if not isinstance(batch_id, bool) and not isinstance(batch_id, int):
+        try:  # numpy.int64, a pandas scalar ...: anything that is an integer by __index__
+            batch_id = operator.index(batch_id)  # type: ignore[call-overload]
+        except TypeError:
+            pass
     if isinstance(batch_id, bool) or not isinstance(batch_id, int) or not 0 <= batch_id <= MAX_BATCH_ID:
         raise InvalidInputError(
             f"{option('batch_id')} must be an integer from 0 to 2**63-1 (a Delta transaction version), or "
@@ -66,11 +74,14 @@ def check_columns(
     sequence: str | None,
     schema_evolution: bool,
     target_name: str,
+    null_counts: Callable[[list[str]], dict[str, int]] | None = None,
 ) -> tuple[list[Column], list[str]]:
     """Validate the batch's columns against the table's.
 
     Returns (columns to add to the table, names of source columns whose type must be cast to the table's).
-    Raises a SchemaMismatchError naming the columns at fault.
+    Raises a SchemaMismatchError naming the columns at fault. ``null_counts`` (the engine's) is asked about
+    key and sequence columns whose type does not fit, so that nulls are named as nulls: pandas turns None in
+    an integer column into NaN, which makes the column a float one.
     """
     names = [c.name for c in source]
     if DELETE_FLAG in names:
@@ -110,6 +121,14 @@ def check_columns(
         if t is None:
             continue
         if not _compatible(c, t):
+            role = "key" if c.name in keys else "sequence_by" if c.name == sequence else None
+            if role and null_counts is not None and c.category == "float":
+                nulls = null_counts([c.name]).get(c.name, 0)
+                if nulls:
+                    raise null_error(
+                        c.name, nulls, role,
+                        " (pandas turns None in an integer column into NaN, which makes it a float column)",
+                    )
             raise SchemaMismatchError(
                 f"column {c.name!r} has type {c.type} in the batch but {t.type} in table {target_name}; "
                 "cast it to the table's type before writing"
@@ -119,13 +138,24 @@ def check_columns(
     return [c for c in extra if c.category != "null"], casts
 
 
+def replay_casts(source: list[Column], target: list[Column] | None) -> list[str]:
+    """For checking a replay: the batch's columns that the table holds with another compatible type (cast to
+    it, as when the batch was written); missing, extra or incompatible columns are left as sent."""
+    by_name = {c.name: c for c in target or ()}
+    return [
+        c.name for c in source
+        if c.name in by_name and c.type != by_name[c.name].type and _compatible(c, by_name[c.name])
+        and c.category != "null"
+    ]
+
+
 def needs_column_mapping(columns: list[str]) -> bool:
     return any(SPARK_UNSAFE_NAME_CHARS & set(c) for c in columns)
 
 
-def null_error(column: str, count: int, role: str) -> InvalidInputError:
+def null_error(column: str, count: int, role: str, hint: str = "") -> InvalidInputError:
     return InvalidInputError(
-        f"{role} column {column!r} has {count} null value(s) in this batch; {role} values must not be null "
+        f"{role} column {column!r} has {count} null value(s) in this batch{hint}; {role} values must not be null "
         "(drop or fill those rows before writing). Nothing was written."
     )
 

@@ -31,6 +31,17 @@ class ReplayDivergenceError(UpsertSinkError, ValueError):
     """A committed batch id was sent again with different content: the job is not deterministic."""
 
 
+class BatchIdBehindMarkerError(InvalidInputError):
+    """A batch id below the app's marker that was never committed (or cannot be told apart from a replay);
+    nothing was written. A new stream or checkpoint needs its own ``app_id``; ``late_batches="apply"``
+    applies such batches (backfills)."""
+
+
+class DivergentBatchBehindMarkerError(ReplayDivergenceError, BatchIdBehindMarkerError):
+    """A batch id below the app's marker whose content differs from the batch committed under that id: a
+    nondeterministic replay, or a new stream reusing the app id. Nothing was written."""
+
+
 class ConcurrentWriteError(UpsertSinkError):
     """Concurrent writers kept conflicting with this write after every retry; nothing was written."""
 
@@ -52,10 +63,12 @@ _FLAGS = {
 _OPTION_STYLE: ContextVar[str] = ContextVar("upsertsink_option_style", default="python")
 
 
-def option(name: str, python_value: str | None = None) -> str:
-    """How a message names a setting: ``schema_evolution=True`` in Python, ``--schema-evolution`` in the CLI."""
+def option(name: str, python_value: str | None = None, cli_value: str | None = None) -> str:
+    """How a message names a setting: ``schema_evolution=True`` in Python, ``--schema-evolution`` in the CLI
+    (``--late-batches apply`` when the flag takes ``cli_value``)."""
     if _OPTION_STYLE.get() == "cli":
-        return _FLAGS.get(name, "--" + name.replace("_", "-"))
+        flag = _FLAGS.get(name, "--" + name.replace("_", "-"))
+        return f"{flag} {cli_value}" if cli_value is not None else flag
     return f"{name}={python_value}" if python_value is not None else name
 
 

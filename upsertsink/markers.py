@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from upsertsink.errors import NotADeltaTableError
@@ -96,11 +96,17 @@ def check_target_path(path: str) -> None:
 
 @dataclass
 class Snapshot:
-    """The target table at one version (deltalake), or no table yet."""
+    """The target table at one version (deltalake), or no table yet, and the log questions the protocol asks.
+
+    The ledger (``ledger.py``) and the replay check read the log only through these methods, so another
+    kind of snapshot (a table known only by name, through Spark SQL) can answer them too.
+    """
 
     path: str
     table: Any | None
     storage_options: dict[str, str] | None = None
+    _recent: list[dict[str, Any]] | None = field(default=None, repr=False)
+    _all: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property
     def exists(self) -> bool:
@@ -110,8 +116,63 @@ class Snapshot:
     def version(self) -> int | None:
         return None if self.table is None else self.table.version()
 
+    @property
+    def uri(self) -> str:
+        return self.path if self.table is None else self.table.table_uri
+
     def last_batch(self, app_id: str) -> int | None:
+        """The version of the table's ``txn`` for ``app_id`` (the app's marker), None if none."""
         return None if self.table is None else self.table.transaction_version(app_id)
+
+    def recent_commits(self) -> list[dict[str, Any]]:
+        """The newest RECENT_COMMITS commit infos, newest first (each with its ``version``)."""
+        if self.table is None:
+            return []
+        if self._recent is None:
+            self._recent = self.table.history(RECENT_COMMITS)
+        return self._recent
+
+    def all_commits(self) -> list[dict[str, Any]]:
+        """Every commit info the log still holds, newest first."""
+        if self.table is None:
+            return []
+        if self._all is None:
+            self._all = self.table.history()
+        return self._all
+
+    def txn_at(self, app_id: str, version: int) -> int | None:
+        from deltalake import DeltaTable
+
+        table = DeltaTable(self.path, version=version, storage_options=self.storage_options)
+        return table.transaction_version(app_id)
+
+    def first_version_reaching(self, app_id: str, at_least: int) -> int | None:
+        """The first table version whose ``txn`` for app_id is >= ``at_least`` (a binary search: the txn
+        version of one app only grows); None when the log holds no such version. Raises when a version the
+        search needs cannot be rebuilt any more (log cleanup)."""
+        low, high = self.earliest_version(), self.version
+        if low is None or high is None:
+            return None
+        reached = self.txn_at(app_id, high) if high != self.version else self.last_batch(app_id)
+        if reached is None or reached < at_least:
+            return None
+        while low < high:
+            mid = (low + high) // 2
+            reached = self.txn_at(app_id, mid)
+            if reached is not None and reached >= at_least:
+                high = mid
+            else:
+                low = mid + 1
+        return high
+
+    def earliest_version(self) -> int | None:
+        versions = [int(n.split(".")[0]) for n in _log_files(self) if n.endswith(".json") and n[:20].isdigit()]
+        return min(versions) if versions else None
+
+    def commit_info(self, version: int) -> dict[str, Any] | None:
+        """The commitInfo of one version, read from its log file; None when the log no longer holds it."""
+        info = read_commit_info(self.uri, version, self.storage_options)
+        return None if info is None else {**info, "version": version}
 
 
 def open_snapshot(path: str, storage_options: dict[str, str] | None = None) -> Snapshot:
@@ -142,15 +203,15 @@ def last_batch_id(path: str, app_id: str, storage_options: dict[str, str] | None
     return open_snapshot(path, storage_options).last_batch(app_id)
 
 
-# ---------------------------------------------------------------- finding a batch's commit
+# ---------------------------------------------------------------- finding a committed batch's commit
 
 
 @dataclass(frozen=True)
 class Committed:
-    """What the log says about one (app id, batch id): ``state`` is one of
+    """What the log says about one committed (app id, batch id): ``state`` is one of
 
-    ``found`` (its commit and fingerprint are here), ``no-fingerprint`` (its commit carries none),
-    ``gone`` (the log no longer holds its commit), ``never`` (the app's marker went past it without it).
+    ``found`` (its commit and fingerprint are here), ``no-fingerprint`` (its commit carries none: an older
+    algorithm, or another Delta writer), ``gone`` (the log no longer holds its commit).
     """
 
     state: str
@@ -159,84 +220,80 @@ class Committed:
     tombstones_version: int | None = None  # the tombstone table's version the batch's writer had seen
 
 
+def _ours(commit: dict[str, Any] | None, app_id: str, batch_id: int) -> dict[str, Any] | None:
+    meta = decode_metadata(commit) if commit else None
+    return meta if meta and meta.get("app_id") == app_id and meta.get("batch_id") == batch_id else None
+
+
+def _committed(meta: dict[str, Any], version: int | None) -> Committed:
+    found = _fingerprint_of(meta)
+    return Committed("found" if found else "no-fingerprint", found, version, meta.get("tombstones_version"))
+
+
 def committed_fingerprint(snapshot: Snapshot, app_id: str, batch_id: int) -> Committed:
-    """Find the commit that recorded ``batch_id`` for ``app_id`` and its fingerprint (metadata only)."""
-    table = snapshot.table
-    for commit in table.history(RECENT_COMMITS):
-        meta = decode_metadata(commit)
-        if meta and meta.get("app_id") == app_id and meta.get("batch_id") == batch_id:
-            found = _fingerprint_of(meta)
-            return Committed(
-                "found" if found else "no-fingerprint", found, commit.get("version"), meta.get("tombstones_version")
-            )
+    """Find the newest commit that recorded ``batch_id`` for ``app_id`` and its fingerprint (metadata only):
+    the recent commits first, then the commit that moved the marker to it (a binary search), then, for a
+    batch applied late (which does not move the marker), every commit the log holds."""
+    for commit in snapshot.recent_commits():
+        meta = _ours(commit, app_id, batch_id)
+        if meta:
+            return _committed(meta, commit.get("version"))
     try:
-        version, earliest = _first_version_reaching(snapshot, app_id, batch_id)
+        version = snapshot.first_version_reaching(app_id, batch_id)
     except Exception as err:  # noqa: BLE001 - a version the log can no longer rebuild
         log.debug("searching the log of %s for batch %s: %s", snapshot.path, batch_id, err)
-        return Committed("gone")
-    if version is None:
-        return Committed("gone")
-    commit = _read_commit_info(snapshot, version)
-    meta = decode_metadata(commit) if commit else None
-    ours = bool(meta) and meta.get("app_id") == app_id and meta.get("batch_id") == batch_id
-    if version == earliest and version > 0 and not ours:
-        return Committed("gone")  # the marker reached batch_id before the oldest commit the log still holds
-    if _txn_at(snapshot, app_id, version) != batch_id:
-        return Committed("never", version=version)
-    found = _fingerprint_of(meta) if ours else None
-    seen = meta.get("tombstones_version") if ours else None
-    return Committed("found" if found else "no-fingerprint", found, version, seen)
+        version = None
+    if version is not None:
+        meta = _ours(snapshot.commit_info(version), app_id, batch_id)
+        if meta:
+            return _committed(meta, version)
+    for commit in snapshot.all_commits():
+        meta = _ours(commit, app_id, batch_id)
+        if meta:
+            return _committed(meta, commit.get("version"))
+    if version is not None and snapshot.txn_at(app_id, version) == batch_id:
+        return Committed("no-fingerprint", version=version)  # its marker, written by another Delta writer
+    return Committed("gone")
 
 
-def _txn_at(snapshot: Snapshot, app_id: str, version: int) -> int | None:
-    from deltalake import DeltaTable
+def _log_fs(uri: str, storage_options: dict[str, str] | None) -> Any:
+    import pyarrow.fs as pafs
+    from deltalake.fs import DeltaStorageHandler
 
-    table = DeltaTable(snapshot.path, version=version, storage_options=snapshot.storage_options)
-    return table.transaction_version(app_id)
-
-
-def _first_version_reaching(snapshot: Snapshot, app_id: str, batch_id: int) -> tuple[int | None, int | None]:
-    """(first version whose txn for app_id is >= batch_id, earliest version the log holds)."""
-    low, high = _earliest_version(snapshot), snapshot.version
-    if low is None or high is None:
-        return None, low
-    earliest = low
-    while low < high:  # txn only grows; txn(high) >= batch_id is known
-        mid = (low + high) // 2
-        reached = _txn_at(snapshot, app_id, mid)
-        if reached is not None and reached >= batch_id:
-            high = mid
-        else:
-            low = mid + 1
-    return high, earliest
+    return pafs.PyFileSystem(DeltaStorageHandler(uri, storage_options))
 
 
 def _log_files(snapshot: Snapshot) -> list[str]:
     import pyarrow.fs as pafs
-    from deltalake.fs import DeltaStorageHandler
 
-    fs = pafs.PyFileSystem(DeltaStorageHandler(snapshot.table.table_uri, snapshot.storage_options))
+    fs = _log_fs(snapshot.uri, snapshot.storage_options)
     return [info.base_name for info in fs.get_file_info(pafs.FileSelector("_delta_log"))]
 
 
-def _earliest_version(snapshot: Snapshot) -> int | None:
-    versions = [int(n.split(".")[0]) for n in _log_files(snapshot) if n.endswith(".json") and n[:20].isdigit()]
-    return min(versions) if versions else None
-
-
-def _read_commit_info(snapshot: Snapshot, version: int) -> dict[str, Any] | None:
-    import pyarrow.fs as pafs
-    from deltalake.fs import DeltaStorageHandler
-
-    fs = pafs.PyFileSystem(DeltaStorageHandler(snapshot.table.table_uri, snapshot.storage_options))
+def read_commit_info(uri: str, version: int, storage_options: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The commitInfo action of one table version, read from its log file; None when the log lacks it."""
     try:
-        with fs.open_input_stream(f"_delta_log/{version:020d}.json") as f:
+        with _log_fs(uri, storage_options).open_input_stream(f"_delta_log/{version:020d}.json") as f:
             text = f.read().decode()
     except (FileNotFoundError, OSError):
         return None
     for line in text.splitlines():
         if line.strip().startswith('{"commitInfo"'):
             return json.loads(line)["commitInfo"]
+    return None
+
+
+def find_write(
+    uri: str, token: str | None, after: int, latest: int, storage_options: dict[str, str] | None = None
+) -> int | None:
+    """The version in (after, latest] whose upsertsink metadata carries write token ``token``, newest last
+    searched first from the oldest (a commit usually lands right after the version it read)."""
+    if token is None:
+        return None
+    for version in range(after + 1, latest + 1):
+        meta = decode_metadata(read_commit_info(uri, version, storage_options) or {})
+        if meta and meta.get("write") == token:
+            return version
     return None
 
 

@@ -17,16 +17,25 @@ from __future__ import annotations
 import logging
 import random
 import time
+import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 
 from upsertsink import batch as B
-from upsertsink import faults, markers
+from upsertsink import faults, ledger, markers
 from upsertsink.conflicts import RetryableConflict, first_line
-from upsertsink.engines.base import Engine, PreparedBatch, WriteRequest
-from upsertsink.errors import ConcurrentWriteError, ReplayDivergenceError, UpsertSinkError, WriteFailedError
+from upsertsink.engines.base import Engine, Marker, PreparedBatch, WriteRequest
+from upsertsink.errors import (
+    BatchIdBehindMarkerError,
+    ConcurrentWriteError,
+    DivergentBatchBehindMarkerError,
+    ReplayDivergenceError,
+    UpsertSinkError,
+    WriteFailedError,
+    option,
+)
 from upsertsink.spec import MergePlan
 from upsertsink.tombstones import SEQUENCE, TombstoneStore, key_column, stored_sequences
 
@@ -39,8 +48,10 @@ class WriteResult:
 
     ``replay_check`` says how a skipped batch was compared with the commit that recorded it: ``"matched"``
     (same content: fingerprints equal), ``"rows-only"`` (committed with an older fingerprint algorithm;
-    only the row counts could be compared), ``"unavailable"`` (the log no longer holds that commit, or the
-    batch id was never committed because the app's marker went past it); None when the batch was written.
+    only the row counts could be compared), ``"unavailable"`` (its commit carries no fingerprint: written by
+    another Delta writer with the same transaction identifier); None when the batch was written.
+    ``late`` is True when the batch id was behind the app's marker, never committed, and applied because the
+    sink allows late batches (``late_batches="apply"``).
     """
 
     version: int | None
@@ -55,6 +66,7 @@ class WriteResult:
     stale: int = 0  # rows older than a remembered delete: applied as that delete instead
     replay_check: str | None = None
     attempts: int = 1  # commit attempts this write took (more than one when concurrent writers won races)
+    late: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,7 @@ class Settings:
     schema_evolution: bool
     retention_us: int | None
     max_retries: int
+    late_batches: str = "refuse"
 
 
 def write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteResult:
@@ -92,17 +105,21 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
         try:
             snapshot = markers.open_snapshot(request.target, request.storage_options)
             target = engine.target_columns(request, snapshot)
+            state = _app_state(request, snapshot)
+            late = False
+            if request.batch_id is not None and state.marker is not None and request.batch_id <= state.marker:
+                result = _behind_marker(engine, request, settings, snapshot, target, state, prepared)
+                if result is not None:
+                    return replace(result, attempts=attempt + 1)
+                late = True  # never committed (or not known to be), and the sink applies late batches
             new_columns, casts = B.check_columns(
-                source, target, request.keys, request.sequence, settings.schema_evolution, request.target
+                source, target, request.keys, request.sequence, settings.schema_evolution, request.target,
+                engine.null_counts,
             )
-            last = snapshot.last_batch(request.app_id)
-            if request.batch_id is not None and last is not None and request.batch_id <= last:
-                result = _replay(engine, request, settings, snapshot, target, casts, prepared)
-            else:
-                if prepared is None or prepared.casts != tuple(casts):
-                    prepared = engine.prepare(request, target, casts)
-                    faults.point("prepared")
-                result = _attempt(engine, request, settings, snapshot, target, new_columns, prepared)
+            if prepared is None or prepared.casts != tuple(casts):
+                prepared = engine.prepare(request, target, casts)
+                faults.point("prepared")
+            result = _attempt(engine, request, settings, snapshot, target, new_columns, prepared, state, late)
             return replace(result, attempts=attempt + 1)
         except RetryableConflict as err:
             if attempt == settings.max_retries:
@@ -117,9 +134,60 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
     raise AssertionError("unreachable")
 
 
+def _app_state(request: WriteRequest, snapshot: markers.Snapshot) -> ledger.AppState:
+    if request.batch_id is None or not snapshot.exists:
+        return ledger.AppState(None, None, ledger.Record())
+    return ledger.app_state(snapshot, request.app_id)
+
+
+def _behind_marker(
+    engine: Engine, request: WriteRequest, settings: Settings, snapshot: markers.Snapshot,
+    target: list[B.Column] | None, state: ledger.AppState, prepared: PreparedBatch | None,
+) -> WriteResult | None:
+    """A batch id at or below the app's marker: a replay (skipped after its content is checked), or a batch
+    never committed (refused, or None: apply it late). Never a silent skip."""
+    assert request.batch_id is not None and state.marker is not None
+    verdict = state.record.verdict(request.batch_id)
+    if verdict == ledger.COMMITTED:
+        committed = markers.committed_fingerprint(snapshot, request.app_id, request.batch_id)
+        if committed.state != "gone":
+            return _replay(engine, request, snapshot, target, prepared, committed, state.marker)
+        reason = "gone"
+    else:
+        reason = verdict
+    if settings.late_batches == "apply":
+        log.info("batch %s of %s is behind its marker %s (%s): applied late", request.batch_id,
+                 request.app_id, state.marker, reason)
+        return None
+    raise _behind_error(request, state, reason)
+
+
+def _behind_error(request: WriteRequest, state: ledger.AppState, reason: str) -> BatchIdBehindMarkerError:
+    b, app, mark = request.batch_id, request.app_id, state.marker
+    what = {
+        ledger.NEVER: f"was never committed to {request.target} (committed ids: {state.record.describe()})",
+        ledger.UNKNOWN: (
+            f"may never have been committed to {request.target}: the log no longer holds the commits that "
+            f"could tell (Delta's log cleanup; ids below {state.record.floor} are not known)"
+        ),
+        "gone": (
+            f"was committed to {request.target}, but the log no longer holds that commit (Delta's log "
+            "cleanup), so this batch cannot be compared with it: it may be a replay, or a new batch reusing "
+            "the id"
+        ),
+    }[reason]
+    return BatchIdBehindMarkerError(
+        f"batch {b} of app {app!r} is behind the app's marker (last batch id {mark}) and {what}. Skipping it "
+        f"could lose its data, so nothing was written. A new stream, a new checkpoint or another job needs its "
+        f"own {option('app_id')}; to apply batches that arrive late (a backfill), set "
+        f"{option('late_batches', repr('apply'), 'apply')} (rows then follow the {option('sequence_by')} rules)."
+    )
+
+
 def _attempt(
     engine: Engine, request: WriteRequest, settings: Settings, snapshot: markers.Snapshot,
     target: list[B.Column] | None, new_columns: list[B.Column], prepared: PreparedBatch,
+    state: ledger.AppState, late: bool,
 ) -> WriteResult:
     batch, stale, store, seen, seen_version = prepared, 0, None, None, None
     if request.tracks_deletes:
@@ -136,14 +204,29 @@ def _attempt(
         request.keys, columns, request.sequence, deletes=request.delete_when is not None,
         new_columns=tuple(c.name for c in new_columns),
     )
+    marker, extra = None, {}
+    if request.batch_id is not None:
+        record = state.record.add(request.batch_id)
+        extra = record.encode()
+        if late:
+            marker = Marker(ledger.late_app(request.app_id), state.next_late)
+            extra["late"] = state.next_late
+        else:
+            marker = Marker(request.app_id, request.batch_id)
     meta = markers.encode_metadata(
-        request.app_id, request.batch_id, prepared.fingerprint, engine.name, tombstones_version=seen_version
+        request.app_id, request.batch_id, prepared.fingerprint, engine.name, tombstones_version=seen_version,
+        write=uuid.uuid4().hex[:16], **extra,
     )
     faults.point("before-commit")
-    outcome = engine.commit(request, batch, snapshot, plan, meta, new_columns)
+    outcome = engine.commit(request, batch, snapshot, plan, meta, new_columns, marker)
+    if request.batch_id is not None:
+        if late:
+            ledger.remember(snapshot.uri, request.app_id, state.marker, state.next_late, record)
+        else:
+            ledger.remember(snapshot.uri, request.app_id, request.batch_id, state.late_counter, record)
     log.info(
-        "batch %s -> %s v%s: %d inserted, %d updated, %d deleted",
-        request.batch_id, request.target, outcome.version, outcome.inserted, outcome.updated, outcome.deleted,
+        "batch %s -> %s v%s%s: %d inserted, %d updated, %d deleted", request.batch_id, request.target,
+        outcome.version, " (late)" if late else "", outcome.inserted, outcome.updated, outcome.deleted,
     )
     deleted = outcome.deleted
     version = outcome.version
@@ -155,6 +238,7 @@ def _attempt(
     return WriteResult(
         version=version, skipped=False, inserted=outcome.inserted, updated=outcome.updated, deleted=deleted,
         batch_id=request.batch_id, app_id=request.app_id, engine=engine.name, rows=batch.rows, stale=stale,
+        late=late,
     )
 
 
@@ -171,23 +255,28 @@ def _matching(store: TombstoneStore, engine: Engine, request: WriteRequest, prep
 
 
 def _replay(
-    engine: Engine, request: WriteRequest, settings: Settings, snapshot: markers.Snapshot,
-    target: list[B.Column] | None, casts: list[str], prepared: PreparedBatch | None,
+    engine: Engine, request: WriteRequest, snapshot: markers.Snapshot, target: list[B.Column] | None,
+    prepared: PreparedBatch | None, committed: markers.Committed, marker: int | None,
 ) -> WriteResult:
-    """A batch id at or below the app's marker: check its content against its commit, then skip it."""
+    """A committed batch sent again: check its content against its commit, then skip it."""
     assert request.batch_id is not None
-    committed = markers.committed_fingerprint(snapshot, request.app_id, request.batch_id)
     check = "unavailable"
+    casts = B.replay_casts(engine.columns(), target)
     if committed.state == "found":
         assert committed.fingerprint is not None
         ours = prepared.fingerprint if prepared is not None else engine.fingerprint(request, target, casts)
         same = ours.matches(committed.fingerprint)
         if same is False:
-            raise ReplayDivergenceError(
+            # Below the marker, a batch that is not the one committed under its id is also a batch id behind
+            # the marker: a stream restarted with a new checkpoint or a reused app id looks exactly like this.
+            behind = marker is not None and request.batch_id < marker
+            raise (DivergentBatchBehindMarkerError if behind else ReplayDivergenceError)(
                 f"batch {request.batch_id} of app {request.app_id!r} was already committed to {request.target} "
                 f"(version {committed.version}) with different content ({committed.fingerprint.rows} rows, "
                 f"fingerprint {committed.fingerprint.value}; now {ours.rows} rows, fingerprint {ours.value}). "
-                "The job that produced it is not deterministic: run `upsertsink lint` on it. Nothing was written."
+                "The job that produced it is not deterministic (run `upsertsink lint` on it), or another job "
+                f"reuses app id {request.app_id!r} (give each stream and checkpoint its own "
+                f"{option('app_id')}). Nothing was written."
             )
         check = "matched" if same else "rows-only"
     if check != "matched":

@@ -23,6 +23,7 @@ from upsertsink.storage import deltalake_options
 log = logging.getLogger(__name__)
 
 DEFAULT_TOMBSTONE_RETENTION = timedelta(days=7)
+LATE_BATCHES = ("refuse", "apply")
 
 __all__ = ["DEFAULT_TOMBSTONE_RETENTION", "UpsertSink", "WriteResult"]
 
@@ -55,6 +56,7 @@ class UpsertSink:
         tombstone_retention: timedelta | None = DEFAULT_TOMBSTONE_RETENTION,
         max_retries: int = 8,
         storage_options: dict[str, str] | None = None,
+        late_batches: str = "refuse",
     ):
         if not isinstance(target, str) or not target:
             raise InvalidInputError(f"target must be a Delta table path or URI, got {target!r}")
@@ -81,11 +83,22 @@ class UpsertSink:
             raise InvalidInputError(f"max_retries must be an int >= 0, got {max_retries!r}")
         self.max_retries = max_retries
         self.storage_options = storage_options
+        if late_batches not in LATE_BATCHES:
+            raise InvalidInputError(
+                f"{option('late_batches')} must be one of {', '.join(map(repr, LATE_BATCHES))}, got {late_batches!r}"
+            )
+        if late_batches == "apply" and sequence_by is None:
+            raise InvalidInputError(
+                f"{option('late_batches', repr('apply'), 'apply')} needs {option('sequence_by')}: a batch applied "
+                "late must not overwrite newer rows, and only a sequence column can tell which rows are newer"
+            )
+        self.late_batches = late_batches
 
     # ------------------------------------------------------------------ public
 
     def write(self, data: Any, batch_id: int | None = None) -> WriteResult:
-        """Upsert one batch. A batch id at or below the last committed one is skipped without a commit."""
+        """Upsert one batch. A committed batch id is skipped (its content checked); one below the app's marker
+        that was never committed raises BatchIdBehindMarkerError, or is applied with ``late_batches="apply"``."""
         batch_id = B.check_batch_id(batch_id)
         engine = self._engine_for(data)
         retention = None
@@ -98,7 +111,8 @@ class UpsertSink:
             storage_options=engine.storage_options,
         )
         try:
-            return write(engine, request, Settings(self.schema_evolution, retention, self.max_retries))
+            settings = Settings(self.schema_evolution, retention, self.max_retries, self.late_batches)
+            return write(engine, request, settings)
         finally:
             engine.close()
 

@@ -93,6 +93,7 @@ def run_writer(
     path: str, feed_file: Path, *, engine: str = "embedded", start: int = 0, stop: int | None = None,
     app_id: str = "feed", fault: str | None = None, fault_mode: str | None = None, timeout: float = 600,
     extra_env: dict[str, str] | None = None, batch_ids: bool = True, result_file: Path | None = None,
+    order: list[int] | None = None, late_batches: str = "refuse",
 ) -> subprocess.CompletedProcess:
     """Run writer.py in a child process: batches [start, stop) of the feed, one write each."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UPSERTSINK_FAULT")}
@@ -109,7 +110,27 @@ def run_writer(
         cmd.append("--no-batch-ids")
     if result_file is not None:
         cmd += ["--result", str(result_file)]
+    if order is not None:
+        cmd += ["--order", ",".join(map(str, order))]
+    if late_batches != "refuse":
+        cmd += ["--late-batches", late_batches]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def late_order(n: int, seed: int) -> list[int]:
+    """A send order in which about a third of the batches arrive after a later one (a backfill's shape)."""
+    rng = random.Random(seed)
+    held = sorted(rng.sample(range(n - 1), max(1, n // 3)))
+    return [i for i in range(n) if i not in held] + held
+
+
+def record_of(path: str, app_id: str) -> tuple[tuple[int, int], ...]:
+    """The committed batch ids the table's log records for ``app_id`` (read as a new process would)."""
+    from upsertsink import ledger
+    from upsertsink.markers import open_snapshot
+
+    ledger._CACHE.clear()
+    return ledger.app_state(open_snapshot(path), app_id).record.ranges
 
 
 def save_feed(feed: list[list[dict]], path: Path) -> Path:

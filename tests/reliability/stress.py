@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import WRITER, change_feed, model, run_writer, save_feed, table_state
+from harness import WRITER, change_feed, model, record_of, run_writer, save_feed, table_state
 
 from upsertsink.markers import decode_metadata, last_batch_id
 
@@ -51,6 +51,7 @@ class KillRun:
 class ConcurrencyRun:
     engines: list[str]
     shared_app_id: bool
+    late: bool = False
     calls: dict[str, int] = field(default_factory=dict)
     retries: int = 0  # extra commit attempts: lost races the writers retried
     converged: bool = False
@@ -97,11 +98,17 @@ def kill_run(engine: str, seed: int, workdir: Path, max_delay: float) -> KillRun
     return run
 
 
-def concurrency_run(workdir: Path, seed: int, shared_app_id: bool, engines: list[str]) -> ConcurrencyRun:
-    """Four writers (``engines`` cycled) at once on a new table, with deletes; then a re-send of failures."""
+def concurrency_run(
+    workdir: Path, seed: int, shared_app_id: bool, engines: list[str], late: bool = False
+) -> ConcurrencyRun:
+    """Four writers (``engines`` cycled) at once on a new table, with deletes; then a re-send of failures.
+
+    With ``late``, the writers share one app id and each sends the whole feed in its own shuffled order with
+    ``late_batches="apply"``: batches below the marker are applied late, racing in-order ones."""
     feed = change_feed(seed, batches=16)
-    path = str(workdir / f"c-{seed}-{int(shared_app_id)}")
+    path = str(workdir / f"c-{seed}-{int(shared_app_id)}{'-late' if late else ''}")
     writers = len(engines)
+    shared_app_id = shared_app_id or late
     jobs = []
     for w, engine in enumerate(engines):
         share = feed if shared_app_id else feed[w::writers]
@@ -114,15 +121,23 @@ def concurrency_run(workdir: Path, seed: int, shared_app_id: bool, engines: list
     for engine, feed_file, app_id, results, _ in jobs:
         cmd = [sys.executable, str(WRITER), "--path", path, "--feed", str(feed_file), "--engine", engine,
                "--app-id", app_id, "--result", str(results), "--start-at", str(go)]
+        if late:
+            order = list(range(len(feed)))
+            random.Random(seed * 10 + len(procs)).shuffle(order)
+            cmd += ["--order", ",".join(map(str, order)), "--late-batches", "apply"]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     errors = [p.communicate(timeout=1800)[1] for p in procs]
-    run = ConcurrencyRun(engines, shared_app_id)
+    run = ConcurrencyRun(engines, shared_app_id, late)
     outcomes = [o for *_, results, _ in jobs for o in _outcomes(results)]
     for o in outcomes:
         run.calls[o["outcome"]] = run.calls.get(o["outcome"], 0) + 1
         run.retries += max(0, int(o.get("attempts") or 1) - 1)
     for engine, feed_file, app_id, results, _ in jobs:  # re-send: what raised ConcurrentWriteError lands now
-        run_writer(path, feed_file, engine="embedded", app_id=app_id, result_file=results.with_suffix(".resend"))
+        run_writer(path, feed_file, engine="embedded", app_id=app_id, result_file=results.with_suffix(".resend"),
+                   late_batches="apply" if late else "refuse")
+    resent = [o for *_, results, _ in jobs for o in _outcomes(results.with_suffix(".resend"))]
+    if any(o["outcome"] not in ALLOWED for o in resent):
+        run.detail += f" re-send: {[o for o in resent if o['outcome'] not in ALLOWED][:3]}"
     expected = model(feed)
     ok = set(run.calls) <= ALLOWED and all(p.returncode == 0 for p in procs) and table_state(path) == expected
     if shared_app_id:
@@ -134,6 +149,7 @@ def concurrency_run(workdir: Path, seed: int, shared_app_id: bool, engines: list
             if meta and meta.get("app_id") == "shared" and meta.get("batch_id") is not None:
                 per_batch[meta["batch_id"]] = per_batch.get(meta["batch_id"], 0) + 1
         ok = ok and per_batch == {i: 1 for i in range(len(feed))}
+        ok = ok and record_of(path, "shared") == ((0, len(feed) - 1),)
         if not ok:
             run.detail += f" commits per batch: {per_batch}"
     run.converged = ok
@@ -169,7 +185,7 @@ def main() -> int:
             print(f"kill run spark #{i}: {asdict(kills[-1])}", flush=True)
         for i in range(args.concurrency_runs):
             shared = i % 2 == 1
-            conc.append(concurrency_run(work, 3000 + i, shared, ["embedded"] * 4))
+            conc.append(concurrency_run(work, 3000 + i, shared, ["embedded"] * 4, late=i % 3 == 2))
             print(f"concurrency run #{i}: {asdict(conc[-1])}", flush=True)
         for i in range(args.mixed_concurrency_runs):
             conc.append(concurrency_run(work, 4000 + i, i % 2 == 0, ["spark", "embedded"] * 2))

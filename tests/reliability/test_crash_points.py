@@ -10,7 +10,17 @@ re-send converges.
 from __future__ import annotations
 
 import pytest
-from harness import DELETE_WHEN, KEYS, SEQUENCE, arrow_batch, model, run_writer, table_state
+from harness import (
+    DELETE_WHEN,
+    KEYS,
+    SEQUENCE,
+    arrow_batch,
+    late_order,
+    model,
+    record_of,
+    run_writer,
+    table_state,
+)
 
 from upsertsink import UpsertSink, UpsertSinkError, WriteFailedError
 from upsertsink.faults import FAULT_EXIT_CODE
@@ -92,3 +102,41 @@ def test_spark_writer_killed_at_each_step_converges_after_a_resend(spark, short_
         sink.write(spark.createDataFrame(arrow_batch(rows)), batch_id=i)
     assert table_state(path) == model(data)
     assert sink.last_batch_id() == len(data) - 1
+
+
+# A feed sent with a third of its batches late (after later ones), late_batches="apply": the late commits move
+# the late chain's marker and carry the record; a kill at any step, then the same sends again, must converge
+# to the model with every batch id recorded once.
+LATE_POINTS = [("prepared", 20), ("tombstones-recorded", 12), ("before-commit", 18), ("data-committed", 17),
+               ("marker-only-before", 1), ("marker-only-committed", 1)]
+
+
+@pytest.mark.parametrize(("point", "nth"), LATE_POINTS, ids=[f"{p}@{n}" for p, n in LATE_POINTS])
+def test_embedded_writer_killed_during_late_batches_converges_after_a_resend(feed, tmp_path, point, nth):
+    data, feed_file = feed
+    order = late_order(len(data), seed=3)
+    path = str(tmp_path / "t")
+    crashed = run_writer(path, feed_file, fault=f"{point}@{nth}", order=order, late_batches="apply")
+    assert crashed.returncode == FAULT_EXIT_CODE, f"point {point}@{nth} was not reached: {crashed.stderr[-2000:]}"
+    resent = run_writer(path, feed_file, order=order, late_batches="apply")
+    assert resent.returncode == 0 and '"outcome": "error"' not in resent.stdout, resent.stdout[-3000:]
+    assert table_state(path) == model(data)
+    assert record_of(path, "feed") == ((0, len(data) - 1),)
+    again = run_writer(path, feed_file, order=order)  # every id is now a replay, even for a refusing sink
+    assert again.stdout.count('"outcome": "skipped"') == len(data), again.stdout[-2000:]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("point", ["before-commit", "data-committed"])
+def test_spark_writer_killed_during_a_late_batch_converges_after_a_resend(spark, short_feed, tmp_path, point):
+    data, feed_file = short_feed
+    order = [0, 1, 4, 5, 2, 3, 6, 7]
+    path = str(tmp_path / "t")
+    nth = 5  # the fifth commit attempt is batch 2's, the first late one
+    crashed = run_writer(path, feed_file, engine="spark", fault=f"{point}@{nth}", order=order, late_batches="apply")
+    assert crashed.returncode == FAULT_EXIT_CODE, f"point {point}@{nth} was not reached: {crashed.stderr[-2000:]}"
+    sink = UpsertSink(path, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id="feed", late_batches="apply")
+    for i in order:
+        sink.write(spark.createDataFrame(arrow_batch(data[i])), batch_id=i)
+    assert table_state(path) == model(data)
+    assert record_of(path, "feed") == ((0, len(data) - 1),)

@@ -27,6 +27,12 @@ def test_four_concurrent_writers_with_deletes_converge(tmp_path, shared):
     assert set(run.calls) <= {"written", "skipped", "conflict"}
 
 
+def test_four_writers_of_one_app_sending_in_shuffled_orders_apply_late_batches_once(tmp_path):
+    run = concurrency_run(tmp_path, 311, True, ["embedded"] * 4, late=True)
+    assert run.converged, asdict(run)
+    assert set(run.calls) <= {"written", "skipped", "conflict"}
+
+
 @pytest.mark.spark
 def test_concurrent_spark_and_embedded_writers_converge(spark, tmp_path):
     run = concurrency_run(tmp_path, 401, False, ["spark", "embedded"])

@@ -2,8 +2,10 @@
 
     python writer.py --path T --feed feed.json [--engine embedded|spark] [--start N] [--stop M]
                      [--app-id A] [--no-batch-ids] [--result out.json] [--start-at UNIXTIME]
+                     [--order 3,0,2,1] [--late-batches refuse|apply]
 
-Batch i of the feed is sent with batch id i. Each call's outcome (written / skipped / ConcurrentWriteError /
+Batch i of the feed is sent with batch id i, in feed order from --start to --stop, or in the order --order
+gives (its positions from --start to --stop). Each call's outcome (written / skipped / ConcurrentWriteError /
 other error) is appended to --result as one JSON line, so a parent can check every call ended one of the
 allowed ways. Faults come from the environment (UPSERTSINK_FAULT, see upsertsink/faults.py).
 """
@@ -34,9 +36,12 @@ def main() -> int:
     p.add_argument("--no-batch-ids", action="store_true")
     p.add_argument("--result")
     p.add_argument("--start-at", type=float, help="wait until this Unix time before the first write")
+    p.add_argument("--order", help="comma-separated batch indexes: the order of the sends")
+    p.add_argument("--late-batches", default="refuse", choices=["refuse", "apply"])
     args = p.parse_args()
     feed = json.loads(Path(args.feed).read_text())
-    sink = UpsertSink(args.path, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id=args.app_id)
+    sink = UpsertSink(args.path, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id=args.app_id,
+                      late_batches=args.late_batches)
     spark = None
     if args.engine == "spark":
         from upsertsink import spark_session
@@ -45,14 +50,15 @@ def main() -> int:
     if args.start_at:
         time.sleep(max(0.0, args.start_at - time.time()))
     out = open(args.result, "a") if args.result else None  # noqa: SIM115 - closed at the end
-    stop = len(feed) if args.stop is None else args.stop
-    for i in range(args.start, stop):
+    order = [int(i) for i in args.order.split(",")] if args.order else list(range(len(feed)))
+    stop = len(order) if args.stop is None else args.stop
+    for i in order[args.start:stop]:
         batch = arrow_batch(feed[i])
         data = spark.createDataFrame(batch) if spark is not None else batch
         try:
             r = sink.write(data, batch_id=None if args.no_batch_ids else i)
             outcome = {"batch": i, "outcome": "skipped" if r.skipped else "written", "stale": r.stale,
-                       "deleted": r.deleted, "replay_check": r.replay_check, "attempts": r.attempts}
+                       "deleted": r.deleted, "replay_check": r.replay_check, "attempts": r.attempts, "late": r.late}
         except ConcurrentWriteError as err:
             outcome = {"batch": i, "outcome": "conflict", "error": str(err)}
         except UpsertSinkError as err:

@@ -42,6 +42,14 @@ class WriteRequest:
         return self.delete_when is not None and self.sequence is not None
 
 
+@dataclass(frozen=True)
+class Marker:
+    """The Delta transaction identifier a commit records: ``txn(app_id) = version``."""
+
+    app_id: str
+    version: int
+
+
 @dataclass
 class PreparedBatch:
     """A validated batch: cast to the table's types, duplicates resolved, delete flag added.
@@ -91,6 +99,9 @@ class Engine(Protocol):
     def target_columns(self, request: WriteRequest, snapshot: Snapshot) -> list[Column] | None:
         """The table's columns as this engine reads them; None when there is no table yet."""
 
+    def null_counts(self, columns: list[str]) -> dict[str, int]:
+        """Null values per column of the batch as sent (only asked on an error path)."""
+
     def fingerprint(self, request: WriteRequest, target: list[Column] | None, casts: list[str]) -> Fingerprint:
         """The fingerprint of the batch as it would be prepared (for checking a replay without preparing it)."""
 
@@ -113,11 +124,12 @@ class Engine(Protocol):
 
     def commit(
         self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
-        metadata: dict[str, Any], new_columns: list[Column],
+        metadata: dict[str, Any], new_columns: list[Column], marker: Marker | None,
     ) -> CommitOutcome:
-        """Create the table or MERGE into it, with the marker and metadata in the same commit.
+        """Create the table or MERGE into it, with ``marker`` (when not None) and the metadata in the same
+        commit; a MERGE that changes no row still commits the marker.
 
-        Raises RetryableConflict when a concurrent commit won.
+        Raises RetryableConflict when a concurrent commit won (or took the marker's version).
         """
 
     def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertsink import batch as B
-from upsertsink import faults
+from upsertsink import faults, markers
 from upsertsink import fingerprint as fp
 from upsertsink.arrow_batch import prepare_arrow
 from upsertsink.conflicts import RetryableConflict, deltalake_conflict
-from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
+from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteRequest
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Snapshot
 from upsertsink.pruning import FileRanges, file_ranges, sql_literal
@@ -102,6 +102,9 @@ class EmbeddedEngine:
                 table = table.set_column(table.schema.get_field_index(k), pa.field(k, col.type), col)
         return table
 
+    def null_counts(self, columns: list[str]) -> dict[str, int]:
+        return {c: self.table[c].null_count for c in columns if c in self.table.column_names}
+
     def fingerprint(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> fp.Fingerprint:
         return fp.fingerprint(self._canonical(request, target, casts))
 
@@ -157,16 +160,16 @@ class EmbeddedEngine:
 
     def commit(
         self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
-        metadata: dict[str, Any], new_columns: list[B.Column],
+        metadata: dict[str, Any], new_columns: list[B.Column], marker: Marker | None,
     ) -> CommitOutcome:
         from deltalake import CommitProperties, Transaction
 
-        txns = [Transaction(request.app_id, request.batch_id)] if request.batch_id is not None else None
+        txns = [Transaction(marker.app_id, marker.version)] if marker is not None else None
         props = CommitProperties(custom_metadata={"userMetadata": json.dumps(metadata)}, app_transactions=txns)
         try:
             if not snapshot.exists:
                 return self._create(request, prepared, props)
-            return self._merge(request, prepared, snapshot.table, plan, props, new_columns)
+            return self._merge(request, prepared, snapshot.table, plan, props, new_columns, marker)
         except RetryableConflict:
             raise
         except Exception as err:
@@ -193,7 +196,7 @@ class EmbeddedEngine:
 
     def _merge(
         self, request: WriteRequest, prepared: PreparedBatch, table: Any, plan: MergePlan, props: Any,
-        new_columns: list[B.Column],
+        new_columns: list[B.Column], marker: Marker | None,
     ) -> CommitOutcome:
         data: pa.Table = prepared.data
         before = table.version()
@@ -203,17 +206,25 @@ class EmbeddedEngine:
         metrics = self._execute_merge(table, data, plan, props, evolve=bool(new_columns), ranges=found)
         if table.version() != before:
             faults.point("data-committed")
-        elif request.batch_id is not None:
+        elif marker is not None:
             # delta-rs makes no commit for a MERGE that changes no row: the marker gets a commit of its own,
-            # unless a concurrent writer committed this very batch meanwhile.
+            # unless a concurrent writer took the marker's version meanwhile. The commit is made on the
+            # snapshot the attempt read, so a concurrent commit of the same app id conflicts with it.
             faults.point("marker-only-before")
-            if (self._open(request.target).transaction_version(request.app_id) or -1) >= request.batch_id:
-                raise RetryableConflict(f"batch {request.batch_id} was committed concurrently by another writer")
+            latest = self._open(request.target).transaction_version(marker.app_id)
+            if latest is not None and latest >= marker.version:
+                raise RetryableConflict(f"{marker.app_id} reached version {marker.version} concurrently")
             table.create_write_transaction(
                 [], mode="append", schema=pa.schema(table.schema().to_arrow()),
                 partition_by=table.metadata().partition_columns or None, commit_properties=props,
             )
+            table.update_incremental()  # the handle stays at the version it read otherwise
             faults.point("marker-only-committed")
+            mine = markers.find_write(
+                table.table_uri, _token(props), before, table.version(), self.storage_options
+            )
+            if mine is not None:
+                return CommitOutcome(version=mine, inserted=0, updated=0, deleted=0, files_scanned=0)
         return CommitOutcome(
             version=table.version(),
             inserted=int(metrics.get("num_target_rows_inserted", 0)),
@@ -284,6 +295,10 @@ def _with_metadata(props: Any, **extra: Any) -> Any:
     return CommitProperties(
         custom_metadata={"userMetadata": json.dumps({**meta, **extra})}, app_transactions=props.app_transactions
     )
+
+
+def _token(props: Any) -> str | None:
+    return json.loads(props.custom_metadata["userMetadata"]).get("write")
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -24,7 +24,7 @@ from upsertsink import fingerprint as fp
 from upsertsink.arrow_batch import prepare_arrow
 from upsertsink.conflicts import first_line
 from upsertsink.engines import spark_local, spark_merge, spark_stats
-from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
+from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteRequest
 from upsertsink.engines.spark_merge import analysis_error as _analysis_error
 from upsertsink.engines.spark_merge import col as _col
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
@@ -182,6 +182,14 @@ class SparkEngine:
             return None
         table = self._run(lambda: df.limit(LOCAL_ROWS + 1).toArrow())
         return table if table.num_rows <= LOCAL_ROWS else None
+
+    def null_counts(self, columns: list[str]) -> dict[str, int]:
+        from pyspark.sql import functions as F
+
+        row = self._run(lambda: self.df.select(
+            *[F.sum(_col(c).isNull().cast("long")).alias(f"n{i}") for i, c in enumerate(columns)]
+        ).first())
+        return {c: int(row[f"n{i}"] or 0) for i, c in enumerate(columns)} if row else {}
 
     def fingerprint(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> fp.Fingerprint:
         df, oks = self._canonical(request, target, casts)
@@ -362,9 +370,11 @@ class SparkEngine:
 
     def commit(
         self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
-        metadata: dict[str, Any], new_columns: list[B.Column],
+        metadata: dict[str, Any], new_columns: list[B.Column], marker: Marker | None,
     ) -> CommitOutcome:
-        return spark_merge.commit(self.spark, request, prepared, snapshot, plan, metadata, bool(new_columns))
+        return spark_merge.commit(
+            self.spark, request, prepared, snapshot, plan, metadata, bool(new_columns), marker
+        )
 
     def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
         return spark_merge.repair(self.spark, request, deletes, metadata)

@@ -17,9 +17,9 @@ from typing import Any
 import pyarrow as pa
 
 from upsertsink import batch as B
-from upsertsink import faults
+from upsertsink import faults, markers
 from upsertsink.conflicts import RetryableConflict, first_line, spark_conflict
-from upsertsink.engines.base import CommitOutcome, PreparedBatch, WriteRequest
+from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteRequest
 from upsertsink.errors import SchemaMismatchError
 from upsertsink.markers import Snapshot
 from upsertsink.pruning import FileRanges, file_ranges
@@ -74,12 +74,12 @@ def _settings_hash(spark: Any) -> int | None:
 
 def commit(
     spark: Any, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
-    metadata: dict[str, Any], evolve: bool,
+    metadata: dict[str, Any], evolve: bool, marker: Marker | None,
 ) -> CommitOutcome:
     try:
         if not snapshot.exists:
-            return _create(request, prepared, metadata)
-        return _merge(spark, request, prepared, snapshot, plan, metadata, evolve)
+            return _create(request, prepared, metadata, marker)
+        return _merge(spark, request, prepared, snapshot, plan, metadata, evolve, marker)
     except RetryableConflict:
         raise
     except Exception as err:
@@ -90,7 +90,9 @@ def commit(
             raise SchemaMismatchError(f"the write into {request.target} was refused: {first_line(err)}") from err
         raise
 
-def _create(request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, Any]) -> CommitOutcome:
+def _create(
+    request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, Any], marker: Marker | None
+) -> CommitOutcome:
     """The first batch: the table, its data and its marker in one commit (version 0)."""
     from pyspark.sql import functions as F
 
@@ -98,8 +100,8 @@ def _create(request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, 
     if DELETE_FLAG in df.columns:  # a delete in a new table has nothing to delete
         df = df.filter(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
     writer = df.write.format("delta").mode("errorifexists").option("userMetadata", json.dumps(metadata))
-    if request.batch_id is not None:
-        writer = writer.option("txnAppId", request.app_id).option("txnVersion", str(request.batch_id))
+    if marker is not None:
+        writer = writer.option("txnAppId", marker.app_id).option("txnVersion", str(marker.version))
     if request.partition_by:
         writer = writer.partitionBy(*request.partition_by)
     if B.needs_column_mapping(df.columns):
@@ -112,16 +114,14 @@ def _create(request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, 
     inserted = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
     return CommitOutcome(version=0, inserted=inserted, updated=0, deleted=0, files_scanned=0)
 
-def _session(
-    spark: Any, request: WriteRequest, metadata: dict[str, Any], marker: bool, materialize: bool = False
-) -> Any:
+def _session(spark: Any, metadata: dict[str, Any], marker: Marker | None, materialize: bool = False) -> Any:
     session = child_session(spark)
     session.conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata))
     # Our sources are files or checkpoints, cheap and stable to read twice; a local relation is materialised.
     session.conf.set("spark.databricks.delta.merge.materializeSource", "auto" if materialize else "none")
-    if marker and request.batch_id is not None:
-        session.conf.set("spark.databricks.delta.write.txnAppId", request.app_id)
-        session.conf.set("spark.databricks.delta.write.txnVersion", str(request.batch_id))
+    if marker is not None:
+        session.conf.set("spark.databricks.delta.write.txnAppId", marker.app_id)
+        session.conf.set("spark.databricks.delta.write.txnVersion", str(marker.version))
     else:
         session.conf.unset("spark.databricks.delta.write.txnAppId")
         session.conf.unset("spark.databricks.delta.write.txnVersion")
@@ -129,7 +129,7 @@ def _session(
 
 def _merge(
     spark: Any, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
-    metadata: dict[str, Any], evolve: bool,
+    metadata: dict[str, Any], evolve: bool, marker: Marker | None,
 ) -> CommitOutcome:
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
@@ -144,7 +144,7 @@ def _merge(
     else:
         source = _changed_rows(prepared.data, spark, request.target, plan, prepared.key_ranges, prepared.rows, found)
     materialize = prepared.materialize_source and source is prepared.data  # the no-op filter checkpoints its own
-    session = _session(spark, request, metadata, marker=True, materialize=materialize)
+    session = _session(spark, metadata, marker, materialize=materialize)
     on = F.expr(plan.on("spark"))
     pruning = _pruning(TARGET, prepared.key_ranges, found) if prune else None
     if pruning is not None:
@@ -155,17 +155,31 @@ def _merge(
     merge = _clauses(merge, plan)
     before = snapshot.version
     metrics = merge.execute().first()
-    version = _version(request)
-    if version != before:
+    if metrics is None and marker is not None:
+        # Delta ran no MERGE at all: the table's txn for the marker's app id had reached its version on the
+        # snapshot the MERGE started from (a concurrent writer of the same app id committed meanwhile).
+        raise RetryableConflict(f"{marker.app_id} reached version {marker.version} concurrently; nothing was merged")
+    latest = _version(request)
+    version = latest
+    if latest != before:
         faults.point("data-committed")
-    elif request.batch_id is not None:
+        mine = markers.find_write(request.target, metadata.get("write"), before or 0, latest or 0,
+                                  request.storage_options)
+        version = latest if mine is None else mine
+    elif marker is not None:
         # No row changed and Delta made no commit: record the marker alone with an empty append.
         faults.point("marker-only-before")
         empty = session.createDataFrame([], prepared.data.drop(DELETE_FLAG).schema)
-        empty.write.format("delta").mode("append").option("txnAppId", request.app_id).option(
-            "txnVersion", str(request.batch_id)
+        empty.write.format("delta").mode("append").option("txnAppId", marker.app_id).option(
+            "txnVersion", str(marker.version)
         ).option("userMetadata", json.dumps(metadata)).save(request.target)
-        version = _version(request)
+        latest = _version(request)
+        # Delta skips an append whose txn version the table already has: then no commit is ours.
+        version = markers.find_write(
+            request.target, metadata.get("write"), before or 0, latest or 0, request.storage_options
+        )
+        if version is None:
+            raise RetryableConflict(f"{marker.app_id} reached version {marker.version} concurrently")
         faults.point("marker-only-committed")
     return CommitOutcome(
         version=version,
@@ -188,7 +202,7 @@ def repair(spark: Any, request: WriteRequest, deletes: pa.Table, metadata: dict[
     )
     plan = MergePlan(request.keys, (*request.keys, request.sequence), request.sequence, deletes=True, upserts=False)
     try:
-        session = _session(spark, request, metadata, marker=False)
+        session = _session(spark, metadata, None)
         merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(
             source.alias(SOURCE), F.expr(plan.on("spark"))
         )
