@@ -138,3 +138,65 @@ def test_messages_name_cli_flags_not_python_parameters(files):
     assert "--schema-evolution" in r.stderr and "schema_evolution=True" not in r.stderr, r.stderr
     r = run("write", str(files / "b0.parquet"), "--target", target, "--key", "id", "--sequence-by", "id")
     assert r.returncode == 2 and r.stderr.startswith("upsertsink: error: --sequence-by"), r.stderr
+
+
+# -- issue #19 -------------------------------------------------------------------------------------------
+
+
+def test_a_batch_id_behind_the_marker_never_committed_exits_2_naming_the_flags(files):
+    target = str(files / "t")
+    base = ["--target", target, "--key", "id", "--sequence-by", "seq"]
+    assert run("write", str(files / "b0.parquet"), *base, "--batch-id", "42").returncode == 0
+    r = run("write", str(files / "b0.parquet"), *base, "--batch-id", "3")
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("upsertsink: error: batch 3 of app")
+    assert "never committed" in lines[0] and "--app-id" in lines[0] and "--late-batches apply" in lines[0]
+    late = run("write", str(files / "b0.parquet"), *base, "--batch-id", "3", "--late-batches", "apply", "--json")
+    assert late.returncode == 0, late.stderr
+    assert json.loads(late.stdout)["late"] is True
+    text = run("write", str(files / "b0.parquet"), *base, "--batch-id", "3", "--late-batches", "apply")
+    assert "already committed" in text.stdout
+
+
+def test_write_version_is_the_commit_it_made_and_status_labels_marker_only_commits(files):
+    """A batch that changes no row still commits its marker: --json must name that commit's version."""
+    target = str(files / "t")
+    base = ["--target", target, "--key", "id", "--sequence-by", "seq", "--json"]
+    run("write", str(files / "b0.parquet"), *base, "--batch-id", "43")
+    same = run("write", str(files / "b0.parquet"), *base, "--batch-id", "44")
+    out = json.loads(same.stdout)
+    assert (out["inserted"], out["updated"]) == (0, 0)
+    info = json.loads(run("status", target, "--json").stdout)
+    assert out["version"] == info["version"] == 1
+    assert info["commits"][0]["marker_only"] is True and info["commits"][1]["marker_only"] is False
+    assert "marker only" in info["commits"][0]["operation"]
+    assert "WRITE (marker only)" in run("status", target).stdout
+
+
+def test_status_of_an_older_version(files):
+    target = str(files / "t")
+    base = ["--target", target, "--key", "id", "--app-id", "job"]
+    run("write", str(files / "b0.parquet"), *base, "--batch-id", "1")
+    run("write", str(files / "b0.parquet"), *base, "--batch-id", "2")
+    run("write", str(files / "b0.parquet"), *base, "--batch-id", "3")
+    old = run("status", f"{target}@1", "--json")
+    assert old.returncode == 0, old.stderr
+    info = json.loads(old.stdout)
+    assert info["version"] == 1 and info["latest_version"] == 2 and info["batches"] == {"job": 2}
+    assert [c["version"] for c in info["commits"]] == [1, 0]
+    assert "version 1 (latest is 2)" in run("status", f"{target}@1").stdout
+    missing = run("status", f"{target}@9")
+    assert missing.returncode == 2 and "has no version 9 (latest is 2)" in missing.stderr
+
+
+def test_key_lists_mean_the_same_in_write_and_diff(tmp_path):
+    pq.write_table(pa.table({"a": [1, 1, 2], "b": ["x", "y", "x"], "v": [1, 2, 3]}), tmp_path / "s.parquet")
+    target = str(tmp_path / "t")
+    r = run("write", str(tmp_path / "s.parquet"), "--target", target, "--key", "a,b", "--batch-id", "0", "--json")
+    assert r.returncode == 0, r.stderr  # one row per (a, b): with only "a" it would be a duplicate key
+    assert json.loads(r.stdout)["inserted"] == 3
+    for flags in (["--key", "a,b"], ["--key", "a", "--key", "b"], ["--key", " a , b "]):
+        d = run("diff", str(tmp_path / "s.parquet"), target, *flags)
+        assert d.returncode == 0, (flags, d.stdout, d.stderr)
+    assert run("diff", str(tmp_path / "s.parquet"), target, "--key", "a").returncode == 1  # a is not unique

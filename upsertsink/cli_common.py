@@ -44,14 +44,21 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
 
 def run(work: Callable[[], T]) -> T:
     """Run a command's work with CLI flag names in messages; any error becomes :func:`fail`."""
+    from upsertsink.session import no_console_progress
+
     try:
-        with cli_option_names():
+        with cli_option_names(), no_console_progress():
             return work()
     except (KeyboardInterrupt, SystemExit, click.exceptions.Exit, click.ClickException):
         raise
     except Exception as exc:  # every failure is one line on stderr and exit code 2
         log.debug("command failed", exc_info=True)
         fail(error_line(exc))
+
+
+def split_columns(values: Sequence[str]) -> list[str]:
+    """Column flags as ruff-style lists: ``--key a,b`` and ``--key a --key b`` mean the same."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 class ErrorStyleGroup(click.Group):

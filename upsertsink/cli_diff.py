@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from upsertsink.cli_common import Progress, run
+from upsertsink.cli_common import Progress, run, split_columns
 
 EXIT_EQUAL, EXIT_DIFFERENT = 0, 1
 
@@ -36,10 +36,13 @@ def _styler() -> Any:
 @click.argument("left")
 @click.argument("right")
 @click.option(
-    "--key", "-k", "keys", multiple=True, required=True, help="Key column (repeat for a compound key)."
+    "--key", "-k", "keys", multiple=True, required=True,
+    help="Key column (repeat, or separate with commas, for a compound key: --key a,b).",
 )
-@click.option("--ignore-column", "ignore", multiple=True, help="A column to leave out of the comparison.")
-@click.option("--column", "columns", multiple=True, help="Compare only these columns (and the keys).")
+@click.option("--ignore-column", "ignore", multiple=True,
+              help="A column to leave out of the comparison (repeat, or separate with commas).")
+@click.option("--column", "columns", multiple=True,
+              help="Compare only these columns and the keys (repeat, or separate with commas).")
 @click.option("--tolerance", type=float, default=None, help="Absolute tolerance for float/decimal columns.")
 @click.option(
     "--engine",
@@ -74,9 +77,9 @@ def diff_command(
             result = diff(
                 left,
                 right,
-                list(keys),
-                columns=list(columns) or None,
-                ignore_columns=list(ignore) or None,
+                split_columns(keys),
+                columns=split_columns(columns) or None,
+                ignore_columns=split_columns(ignore) or None,
                 tolerance=tolerance,
                 engine=engine,
                 sample_size=max(limit, 1),
@@ -106,7 +109,8 @@ def _parse_inputs(values: tuple[str, ...]) -> dict[str, str]:
 
 @click.command("replay-check")
 @click.argument("target", metavar="MODULE:FUNCTION")
-@click.option("--key", "-k", "keys", multiple=True, required=True, help="Key column of the job's output.")
+@click.option("--key", "-k", "keys", multiple=True, required=True,
+              help="Key column of the job's output (repeat, or separate with commas).")
 @click.option(
     "--input", "inputs", multiple=True, metavar="NAME=PATH", help="A named input (Delta, parquet, csv, json)."
 )
@@ -144,7 +148,7 @@ def replay_check_command(
             spark = current_or_new_session("upsertsink-replay-check", master, "upsertsink replay-check")
             frames = {name: read_input(spark, path, f"input {name!r}") for name, path in named.items()}
             result = replay_check(
-                job, spark, list(keys), kwargs=frames, runs=runs, progress=progress, tolerance=tolerance
+                job, spark, split_columns(keys), kwargs=frames, runs=runs, progress=progress, tolerance=tolerance
             )
             if fmt == "json":
                 import json

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from upsertsink.cli_common import fail, run
+from upsertsink.cli_common import fail, run, split_columns
 
 
 def _table_location(target: str) -> str:
@@ -24,7 +24,8 @@ def _table_location(target: str) -> str:
 @click.command("write")
 @click.argument("source", metavar="SOURCE")
 @click.option("--target", required=True, help="Delta table path or URI (created on the first write).")
-@click.option("--key", "keys", multiple=True, required=True, help="Merge key column (repeat for several).")
+@click.option("--key", "keys", multiple=True, required=True,
+              help="Merge key column (repeat, or separate with commas: --key a,b).")
 @click.option("--sequence-by", help="A row replaces the stored row only if this column is greater.")
 @click.option("--delete-when",
               help="SQL predicate over the source row that marks a delete, e.g. \"op = 'D'\".")
@@ -34,10 +35,14 @@ def _table_location(target: str) -> str:
 @click.option("--engine", type=click.Choice(["spark", "embedded"]), default="embedded", show_default=True,
               help="embedded: deltalake, no JVM; spark: delta-spark on a local SparkSession.")
 @click.option("--schema-evolution", is_flag=True, help="Add new source columns to the table.")
+@click.option("--late-batches", type=click.Choice(["refuse", "apply"]), default="refuse", show_default=True,
+              help="A --batch-id below the app's marker that was never committed: refuse it (exit 2), or "
+                   "apply it under the --sequence-by rules (a backfill).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def write(
     source: str, target: str, keys: tuple[str, ...], sequence_by: str | None, delete_when: str | None,
-    batch_id: int | None, app_id: str | None, engine: str, schema_evolution: bool, as_json: bool,
+    batch_id: int | None, app_id: str | None, engine: str, schema_evolution: bool, late_batches: str,
+    as_json: bool,
 ) -> None:
     """Upsert SOURCE into the Delta table at --target.
 
@@ -49,8 +54,8 @@ def write(
         from upsertsink.sink import UpsertSink
 
         sink = UpsertSink(
-            _table_location(target), list(keys), sequence_by=sequence_by, delete_when=delete_when,
-            app_id=app_id, schema_evolution=schema_evolution,
+            _table_location(target), split_columns(keys), sequence_by=sequence_by, delete_when=delete_when,
+            app_id=app_id, schema_evolution=schema_evolution, late_batches=late_batches,
         )  # fmt: skip
         src = io.resolve_path(source, "source")
         if engine == "spark":
@@ -72,7 +77,8 @@ def write(
     elif result.batch_id is None:
         click.echo(f"{target} version {result.version}: {counts} (no batch id: a re-run writes again)")
     else:
-        click.echo(f"batch {result.batch_id} -> {target} version {result.version}: {counts}")
+        late = " (late: below the app's marker, applied under the sequence rules)" if result.late else ""
+        click.echo(f"batch {result.batch_id} -> {target} version {result.version}: {counts}{late}")
 
 
 def _commit_time(ms: Any) -> str:
@@ -103,28 +109,40 @@ def _columns_text(rows: list[dict[str, Any]]) -> list[str]:
 
 
 @click.command("status")
-@click.argument("path")
+@click.argument("path", metavar="PATH[@N]")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(min=0),
               help="How many recent commits to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
 def status(path: str, limit: int, as_json: bool) -> None:
-    """Show a table's version, the last batch id per app id, and recent commits with their time and counts."""
+    """Show a table's version, the last batch id per app id, and recent commits with their time and counts.
+
+    PATH@N shows the table as it was at version N.
+    """
 
     def work() -> dict[str, Any]:
         from upsertsink import markers
+        from upsertsink.io import split_version
 
-        if not markers.table_exists(path):
-            fail(f"{path} is not a Delta table")
-        info = markers.status(path, limit=limit)
+        table, version = split_version(path)
+        if not markers.table_exists(table):
+            fail(f"{table} is not a Delta table")
+        latest = markers.open_snapshot(table).version
+        if version is not None and latest is not None and version > latest:
+            fail(f"{table} has no version {version} (latest is {latest})")
+        info = markers.status(table, limit=limit, version=version)
         for commit in info["commits"]:
             commit["time"] = _commit_time(commit.get("timestamp"))
+            labels = [label for label, on in (("marker only", commit["marker_only"]), ("late", commit["late"])) if on]
+            if labels:
+                commit["operation"] = f"{commit['operation']} ({', '.join(labels)})"
         return info
 
     info = run(work)
     if as_json:
         click.echo(json.dumps(info, default=str))
         return
-    lines = [f"{path}  version {info['version']}"]
+    at = "" if info.get("latest_version") is None else f" (latest is {info['latest_version']})"
+    lines = [f"{path}  version {info['version']}{at}"]
     if info["batches"]:
         lines += [f"  app {app}: last batch id {last}" for app, last in info["batches"].items()]
     else:

@@ -300,12 +300,18 @@ def find_write(
 # ---------------------------------------------------------------- status
 
 
-def status(path: str, limit: int = 10, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
-    """Table version, last batch id per app id seen in history, and the recent commits with counts."""
+def status(
+    path: str, limit: int = 10, storage_options: dict[str, str] | None = None, version: int | None = None
+) -> dict[str, Any]:
+    """Table version, last batch id per app id seen in history, and the recent commits with counts; with
+    ``version``, the table as it was at that version."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(path, storage_options=storage_options)
-    history = table.history(max(limit, STATUS_HISTORY))
+    table = DeltaTable(path, version=version, storage_options=storage_options)
+    at = table.version()
+    # deltalake lists history from the opened version down (an old version's listing can end in a stray
+    # entry numbered -1): keep real versions up to the one shown
+    history = [c for c in table.history(max(limit, STATUS_HISTORY)) if 0 <= c.get("version", 0) <= at]
     app_ids: list[str] = []
     commits = []
     for commit in history:
@@ -321,6 +327,9 @@ def status(path: str, limit: int = 10, storage_options: dict[str, str] | None = 
                     "operation": commit.get("operation"),
                     "app_id": meta.get("app_id") if meta else None,
                     "batch_id": meta.get("batch_id") if meta else None,
+                    # a commit that records a batch's marker and changes no row (the batch changed nothing)
+                    "marker_only": _marker_only(meta, commit, metrics),
+                    "late": bool(meta and meta.get("late") is not None),
                     "inserted": _metric(
                         metrics, "num_target_rows_inserted", "numTargetRowsInserted", "num_added_rows", "numOutputRows"
                     ),
@@ -336,10 +345,21 @@ def status(path: str, limit: int = 10, storage_options: dict[str, str] | None = 
             )
     return {
         "path": path,
-        "version": table.version(),
+        "version": at,
+        "latest_version": None if version is None else DeltaTable(path, storage_options=storage_options).version(),
         "batches": {a: table.transaction_version(a) for a in app_ids},
         "commits": commits,
     }
+
+
+def _marker_only(meta: dict[str, Any] | None, commit: dict[str, Any], metrics: dict[str, Any]) -> bool:
+    if not meta or meta.get("batch_id") is None:
+        return False
+    if meta.get("marker_only"):
+        return True
+    # commits made before the flag existed: an append of no file
+    added = _metric(metrics, "num_added_files", "numFiles")
+    return commit.get("operation") == "WRITE" and (added == 0 or (not metrics and commit.get("version", 0) > 0))
 
 
 def _metric(metrics: dict[str, Any], *names: str) -> int | None:

@@ -14,6 +14,9 @@ import os
 import select
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Self
 
 from upsertsink.errors import UpsertSinkError
@@ -58,17 +61,35 @@ def spark_installed() -> bool:
         return False
 
 
+_QUIET_PROGRESS: ContextVar[bool] = ContextVar("upsertsink_quiet_progress", default=False)
+
+
+@contextmanager
+def no_console_progress() -> Iterator[None]:
+    """Sessions started within this block draw no Spark console progress bars (``[Stage N: ...]``): the CLI
+    draws its own progress on stderr, and the two would garble each other."""
+    token = _QUIET_PROGRESS.set(True)
+    try:
+        yield
+    finally:
+        _QUIET_PROGRESS.reset(token)
+
+
+def _console_progress() -> str:
+    return "false" if _QUIET_PROGRESS.get() else ("true" if sys.stderr.isatty() else "false")
+
+
 def _local_defaults(master: str) -> dict[str, str]:
     """Settings that make a small local session fast; a user's own conf always wins."""
     if not master.startswith("local"):
-        return {}
+        return {"spark.ui.showConsoleProgress": "false"} if _QUIET_PROGRESS.get() else {}
     cores = max(2, os.cpu_count() or 2)
     return {
         "spark.sql.shuffle.partitions": str(cores),
         "spark.default.parallelism": str(cores),
         "spark.databricks.delta.snapshotPartitions": str(cores),
         "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false",
+        "spark.ui.showConsoleProgress": _console_progress(),
         "spark.driver.memory": "4g",
         "spark.log.level": "ERROR",
         "spark.sql.session.timeZone": "UTC",

@@ -214,6 +214,7 @@ class EmbeddedEngine:
             latest = self._open(request.target).transaction_version(marker.app_id)
             if latest is not None and latest >= marker.version:
                 raise RetryableConflict(f"{marker.app_id} reached version {marker.version} concurrently")
+            props = _with_metadata(props, marker_only=True)
             table.create_write_transaction(
                 [], mode="append", schema=pa.schema(table.schema().to_arrow()),
                 partition_by=table.metadata().partition_columns or None, commit_properties=props,

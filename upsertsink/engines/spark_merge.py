@@ -169,6 +169,7 @@ def _merge(
     elif marker is not None:
         # No row changed and Delta made no commit: record the marker alone with an empty append.
         faults.point("marker-only-before")
+        metadata = {**metadata, "marker_only": True}
         empty = session.createDataFrame([], prepared.data.drop(DELETE_FLAG).schema)
         empty.write.format("delta").mode("append").option("txnAppId", marker.app_id).option(
             "txnVersion", str(marker.version)
