@@ -95,13 +95,15 @@ def bench_embedded(work: Path, base: pa.Table, batch: pa.Table, repeat: int) -> 
     return summarize("embedded", raw_times, sink_times, replay_times, resend_raw, resend_sink)
 
 
-def bench_spark(work: Path, base: pa.Table, batch: pa.Table, repeat: int) -> dict:
+def bench_spark(work: Path, base: pa.Table, batch: pa.Table, repeat: int, source_kind: str = "parquet") -> dict:
+    """``source_kind``: "parquet" (the batch read from a parquet file) or "cached" (a DataFrame made with
+    ``spark.createDataFrame(pandas)`` and cached, as jobs that build a batch on the driver do)."""
     from delta.tables import DeltaTable
 
     from upsertsink import UpsertSink, spark_session
 
     spark = spark_session("bench-sink", "local[2]")
-    seed = work / "spark_base"
+    seed = work / f"spark_base_{source_kind}"
     pq.write_table(base, work / "base.parquet")
     spark.read.parquet(str(work / "base.parquet")).write.format("delta").save(str(seed))
     pq.write_table(batch, work / "batch.parquet")
@@ -112,8 +114,13 @@ def bench_spark(work: Path, base: pa.Table, batch: pa.Table, repeat: int) -> dic
         shutil.copytree(seed, dst)
         return str(dst)
 
+    cached = None
+    if source_kind == "cached":
+        cached = spark.createDataFrame(batch.to_pandas()).cache()
+        cached.count()
+
     def source():
-        return spark.read.parquet(str(work / "batch.parquet"))
+        return cached if cached is not None else spark.read.parquet(str(work / "batch.parquet"))
 
     cols = ["id", "customer", "amount", "status", "seq"]
 
@@ -141,8 +148,9 @@ def bench_spark(work: Path, base: pa.Table, batch: pa.Table, repeat: int) -> dic
         sink_times.append(timed(lambda sink=sink: sink.write(source(), batch_id=0)))
         replay_times.append(timed(lambda sink=sink: sink.write(source(), batch_id=0)))
         resend_sink.append(timed(lambda sink=sink: sink.write(source(), batch_id=1)))
-    spark.stop()
-    return summarize("spark", raw_times, sink_times, replay_times, resend_raw, resend_sink)
+    if cached is not None:
+        cached.unpersist()
+    return summarize("spark" if source_kind == "parquet" else "spark-cached", raw_times, sink_times, replay_times, resend_raw, resend_sink)
 
 
 def summarize(engine: str, raw: list[float], sink: list[float], replay: list[float],
@@ -164,7 +172,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--batch", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--engines", default="embedded,spark")
+    ap.add_argument("--engines", default="embedded,spark,spark-cached",
+                    help="embedded, spark (batch from parquet), spark-cached (batch from a cached createDataFrame)")
     args = ap.parse_args()
 
     base = make_table(0, args.rows, 1, "old")
@@ -173,8 +182,11 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-sink-") as tmp:
         for engine in args.engines.split(","):
-            fn = bench_embedded if engine == "embedded" else bench_spark
-            results.append(fn(Path(tmp), base, batch, args.repeat))
+            if engine == "embedded":
+                results.append(bench_embedded(Path(tmp), base, batch, args.repeat))
+            else:
+                kind = "cached" if engine == "spark-cached" else "parquet"
+                results.append(bench_spark(Path(tmp), base, batch, args.repeat, kind))
 
     from rich.console import Console
     from rich.table import Table
