@@ -148,7 +148,7 @@ def test_a_first_batch_with_a_delete_creates_the_table_in_one_commit(engine, tmp
 def test_a_folder_holding_only_the_sinks_helper_data_is_a_new_table(engine, tmp_path):
     path = str(tmp_path / "t")
     TombstoneStore(path, ("id",), "seq", None).record(pa.table({"k0": [7], "sequence": [9]}), 0, None)
-    assert sorted(os.listdir(path)) == ["_upsertsink_tombstones"]
+    assert sorted(os.listdir(path)) == ["_upsertsink"]
     cdc_sink(path).write(engine.frame(cdc((1, "a", 1, "U"), (7, "old", 3, "U")), CDC), batch_id=0)
     assert ids(path) == [1]  # key 7 was deleted at 9 before: the older row stays out
 

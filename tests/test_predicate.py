@@ -36,6 +36,26 @@ def test_spark_and_datafusion_agree_on_every_portable_construct(spark, text):
     assert embedded == on_spark, text
 
 
+@pytest.mark.parametrize("text", PORTABLE)
+def test_the_arrow_fast_path_and_datafusion_agree(text, monkeypatch):
+    """Simple shapes are evaluated with Arrow compute (no query engine on a micro-batch); DataFusion is the
+    reference for everything, so both must give the same flags."""
+    from upsertsink import predicate as P
+
+    predicate = parse(text)
+    fast = evaluate_arrow(predicate, ROWS).to_pylist()
+    monkeypatch.setattr(P, "_fast", lambda node, table: P._not_fast())
+    assert evaluate_arrow(predicate, ROWS).to_pylist() == fast, text
+
+
+@pytest.mark.parametrize("text", ["op = 'D'", "op IN ('D', 'X') AND NOT flag", "n >= 2 OR op IS NULL"])
+def test_common_delete_predicates_need_no_query_engine(text, monkeypatch):
+    from upsertsink import predicate as P
+
+    monkeypatch.setattr(P, "_contexts", None)  # any use of DataFusion would fail
+    assert len(evaluate_arrow(parse(text), ROWS)) == ROWS.num_rows
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [("rand() > 0.5", "rand"), ("now() > n", "different value"), ("uuid() = op", "uuid"),

@@ -126,7 +126,7 @@ def status(path: str, limit: int, as_json: bool) -> None:
         table, version = split_version(path)
         if not markers.table_exists(table):
             fail(f"{table} is not a Delta table")
-        latest = markers.open_snapshot(table).version
+        latest = markers.latest_version(table)
         if version is not None and latest is not None and version > latest:
             fail(f"{table} has no version {version} (latest is {latest})")
         info = markers.status(table, limit=limit, version=version)

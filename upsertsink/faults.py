@@ -26,6 +26,7 @@ POINTS = (
     "marker-only-committed",  # the marker-only commit is done
     "repair-before",  # a concurrent delete was found after our commit; its repair is next
     "repair-committed",  # the repair commit is done
+    "tombstones-compacted",  # compaction wrote the merged tombstone file; the files it replaces still exist
 )
 
 _counts: dict[str, int] = {}

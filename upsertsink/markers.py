@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +109,10 @@ class Snapshot:
     storage_options: dict[str, str] | None = None
     _recent: list[dict[str, Any]] | None = field(default=None, repr=False)
     _all: list[dict[str, Any]] | None = field(default=None, repr=False)
+    _at: int | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._at = None if self.table is None else self.table.version()
 
     @property
     def exists(self) -> bool:
@@ -114,15 +120,31 @@ class Snapshot:
 
     @property
     def version(self) -> int | None:
-        return None if self.table is None else self.table.version()
+        """The version this snapshot was taken at (the handle itself moves on with the sink's own commits)."""
+        return self._at
 
     @property
     def uri(self) -> str:
         return self.path if self.table is None else self.table.table_uri
 
     def last_batch(self, app_id: str) -> int | None:
-        """The version of the table's ``txn`` for ``app_id`` (the app's marker), None if none."""
-        return None if self.table is None else self.table.transaction_version(app_id)
+        """The version of the table's ``txn`` for ``app_id`` (the app's marker), None if none.
+
+        deltalake finds it by reading every commit since the last checkpoint, on every call (up to ~1.3 ms);
+        markers are kept per table version instead, and carried over the sink's own commits (note_commit)."""
+        if self.table is None:
+            return None
+        known = _TXNS.get((self.uri, self._at))
+        if known is not None and app_id in known:
+            return known[app_id]
+        value = self.table.transaction_version(app_id) if self.table.version() == self._at else self.txn_at(
+            app_id, self._at)
+        with _TXNS_LOCK:
+            _TXNS.setdefault((self.uri, self._at), {})[app_id] = value
+            _TXNS.move_to_end((self.uri, self._at))
+            while len(_TXNS) > 4096:
+                _TXNS.popitem(last=False)
+        return value
 
     def recent_commits(self) -> list[dict[str, Any]]:
         """The newest RECENT_COMMITS commit infos, newest first (each with its ``version``)."""
@@ -153,7 +175,7 @@ class Snapshot:
         low, high = self.earliest_version(), self.version
         if low is None or high is None:
             return None
-        reached = self.txn_at(app_id, high) if high != self.version else self.last_batch(app_id)
+        reached = self.last_batch(app_id) if self.table.version() == high else self.txn_at(app_id, high)
         if reached is None or reached < at_least:
             return None
         while low < high:
@@ -175,12 +197,78 @@ class Snapshot:
         return None if info is None else {**info, "version": version}
 
 
+# (table uri, version) -> {app id: txn version}: markers as each version has them.
+_TXNS: OrderedDict[tuple[str, int | None], dict[str, int | None]] = OrderedDict()
+_TXNS_LOCK = threading.Lock()
+
+
+def note_commit(snapshot: Snapshot, version: int | None, markers: dict[str, int]) -> None:
+    """The sink committed ``version`` on top of ``snapshot``: when nothing came in between, the markers at
+    ``version`` are the snapshot's with ``markers`` set, and need not be read from the log again."""
+    if version is None or snapshot.version is None or version != snapshot.version + 1:
+        return
+    with _TXNS_LOCK:
+        before = _TXNS.get((snapshot.uri, snapshot.version))
+        if before is None:
+            return
+        _TXNS[(snapshot.uri, version)] = {**before, **markers}
+
+
+# Open table handles, per thread (a DeltaTable is not shared between threads), kept between writes: a stream
+# reads only the log entries written since its last batch (deltalake's incremental update), not the log from
+# its last checkpoint on every batch.
+_handles = threading.local()
+MAX_HANDLES = 64
+
+
+def _cache() -> OrderedDict[tuple[str, str], tuple[Any, int, tuple[int, float] | None]]:
+    cache = getattr(_handles, "tables", None)
+    if cache is None:
+        cache = _handles.tables = OrderedDict()
+    return cache
+
+
+def _commit_file_stamp(uri: str, version: int, storage_options: dict[str, str] | None) -> tuple[int, float] | None:
+    """(size, mtime) of one commit file: tells the handle's history from a table replaced at the same path."""
+    local = _local(uri)
+    try:
+        if local is not None:
+            st = os.stat(os.path.join(local, "_delta_log", f"{version:020d}.json"))
+            return st.st_size, st.st_mtime
+        info = _log_fs(uri, storage_options).get_file_info(f"_delta_log/{version:020d}.json")
+        return (info.size, info.mtime.timestamp() if info.mtime else 0.0) if info.size is not None else None
+    except (FileNotFoundError, OSError):
+        return None
+
+
+def forget_handles() -> None:
+    """Drop this thread's open table handles (tests use it to read as a new process would)."""
+    _cache().clear()
+
+
 def open_snapshot(path: str, storage_options: dict[str, str] | None = None) -> Snapshot:
-    """The target's latest snapshot; refuses a path that is neither a Delta table nor new."""
+    """The target's latest snapshot; refuses a path that is neither a Delta table nor new.
+
+    A handle kept from an earlier write on this thread is *checked out* (taken from the cache) and brought up
+    to date incrementally, unless the commit file of the version it held changed or went away (the table was
+    replaced): then the table is opened again. The attempt owns the handle until it calls :func:`keep`, so
+    nothing else on the thread moves the snapshot it commits on (Delta's conflict check relies on that).
+    """
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     check_target_path(path)
+    key = _key(path, storage_options)
+    held = _cache().pop(key, None)
+    if held is not None:
+        table, stamped, stamp = held
+        try:
+            # the handle may have moved on by its own commits since; the version stamped then must be unchanged
+            if stamp is not None and _commit_file_stamp(table.table_uri, stamped, storage_options) == stamp:
+                table.update_incremental()
+                return Snapshot(path, table, storage_options)
+        except Exception as err:  # noqa: BLE001 - any doubt about a kept handle: open the table again
+            log.debug("reopening %s: %s", path, err)
     try:  # opened directly: asking is_deltatable first read the log's listing twice
         table = DeltaTable(path, storage_options=storage_options)
     except TableNotFoundError:
@@ -192,6 +280,40 @@ def open_snapshot(path: str, storage_options: dict[str, str] | None = None) -> S
     return Snapshot(path, table, storage_options)
 
 
+def keep(snapshot: Snapshot) -> None:
+    """Give the snapshot's handle back for the next write on this thread (the newest one wins)."""
+    table = snapshot.table
+    if table is None:
+        return
+    key = _key(snapshot.path, snapshot.storage_options)
+    cache = _cache()
+    held = cache.get(key)
+    try:
+        version = table.version()
+        if held is not None and held[1] > version:
+            return
+        cache[key] = (table, version, _commit_file_stamp(table.table_uri, version, snapshot.storage_options))
+        cache.move_to_end(key)
+    except Exception as err:  # noqa: BLE001 - a handle that cannot say its version is not kept
+        log.debug("not keeping the handle of %s: %s", snapshot.path, err)
+        return
+    while len(cache) > MAX_HANDLES:
+        cache.popitem(last=False)
+
+
+def _key(path: str, storage_options: dict[str, str] | None) -> tuple[str, str]:
+    return path, json.dumps(storage_options, sort_keys=True) if storage_options else ""
+
+
+def latest_version(path: str, storage_options: dict[str, str] | None = None) -> int | None:
+    """The table's latest version (None: no table), through the kept handle."""
+    snapshot = open_snapshot(path, storage_options)
+    try:
+        return snapshot.version
+    finally:
+        keep(snapshot)
+
+
 def table_exists(path: str, storage_options: dict[str, str] | None = None) -> bool:
     from deltalake import DeltaTable
 
@@ -200,7 +322,11 @@ def table_exists(path: str, storage_options: dict[str, str] | None = None) -> bo
 
 def last_batch_id(path: str, app_id: str, storage_options: dict[str, str] | None = None) -> int | None:
     """The last batch id committed for app_id (the Delta ``txn`` version), None if none or no table."""
-    return open_snapshot(path, storage_options).last_batch(app_id)
+    snapshot = open_snapshot(path, storage_options)
+    try:
+        return snapshot.last_batch(app_id)
+    finally:
+        keep(snapshot)
 
 
 # ---------------------------------------------------------------- finding a committed batch's commit

@@ -11,6 +11,7 @@ runs on. ``tests/test_predicate.py`` checks the two agree on every construct of 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import sqlglot
@@ -91,13 +92,97 @@ def parse(text: object, option: str = "delete_when") -> Predicate:
     return Predicate(text, tree, option)
 
 
+_contexts = threading.local()
+
+_COMPARE = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal",
+            exp.LT: "less", exp.LTE: "less_equal"}
+
+
+def _fast(node: exp.Expression, table):  # -> pyarrow Array/ChunkedArray/Scalar, or raises _NotFast
+    """A few common predicate shapes (column = literal, IN, IS NULL, AND/OR/NOT) evaluated with Arrow
+    compute, which is what DataFusion does for them, without a query engine; anything else raises."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(node, exp.Paren):
+        return _fast(node.this, table)
+    if isinstance(node, exp.Column) and not node.table:
+        return table[node.name]
+    if isinstance(node, exp.Literal):
+        return pa.scalar(node.this) if node.is_string else pa.scalar(int(node.this)) if node.is_int else _not_fast()
+    if isinstance(node, exp.Boolean):
+        return pa.scalar(bool(node.this))
+    if isinstance(node, exp.Not):
+        return pc.invert(_bool(_fast(node.this, table)))
+    if isinstance(node, exp.And):
+        return pc.and_kleene(_bool(_fast(node.left, table)), _bool(_fast(node.right, table)))
+    if isinstance(node, exp.Or):
+        return pc.or_kleene(_bool(_fast(node.left, table)), _bool(_fast(node.right, table)))
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        return pc.is_null(_fast(node.this, table))
+    if type(node) in _COMPARE:
+        left, right = _fast(node.left, table), _fast(node.right, table)
+        _same_kind(left, right)
+        return getattr(pc, _COMPARE[type(node)])(left, right)
+    if isinstance(node, exp.In) and not node.args.get("query"):
+        col = _fast(node.this, table)
+        values = [_fast(v, table) for v in node.expressions]
+        if not values or any(not isinstance(v, pa.Scalar) or not v.is_valid for v in values):
+            _not_fast()  # NULL in an IN list has SQL's three-valued meaning: left to DataFusion
+        for v in values:
+            _same_kind(col, v)
+        hit = pc.is_in(col, value_set=pa.array([v.as_py() for v in values], col.type))
+        return pc.if_else(pc.is_null(col), pa.scalar(None, pa.bool_()), hit)
+    _not_fast()
+
+
+class _NotFast(Exception):
+    pass
+
+
+def _not_fast():
+    raise _NotFast
+
+
+def _bool(value):
+    import pyarrow as pa
+
+    if not pa.types.is_boolean(value.type):
+        _not_fast()
+    return value
+
+
+def _same_kind(left, right) -> None:
+    """Both strings, or both integers: no implicit cast (DataFusion's coercions are left to DataFusion)."""
+    import pyarrow as pa
+
+    def kind(v):
+        t = v.type
+        return "str" if pa.types.is_string(t) or pa.types.is_large_string(t) else \
+            "int" if pa.types.is_integer(t) else None
+
+    if kind(left) is None or kind(left) != kind(right):
+        _not_fast()
+
+
 def evaluate_arrow(predicate: Predicate, table):  # -> pyarrow.ChunkedArray of bool
     """Evaluate on an Arrow table with DataFusion: one boolean per row, null taken as false."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from datafusion import SessionConfig, SessionContext
 
-    ctx = SessionContext(SessionConfig().with_target_partitions(1))
+    try:
+        flag = _fast(predicate.tree, table)
+        if not isinstance(flag, pa.Scalar) and len(flag) == table.num_rows:
+            return pc.fill_null(flag, False) if isinstance(flag, pa.ChunkedArray) else pa.chunked_array(
+                [pc.fill_null(flag, False)])
+    except (_NotFast, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
+        pass
+    ctx = getattr(_contexts, "ctx", None)
+    if ctx is None:  # one context per thread, kept: making one costs more than the query on a micro-batch
+        ctx = _contexts.ctx = SessionContext(SessionConfig().with_target_partitions(1))
+    else:
+        ctx.deregister_table("batch")
     subset = table.select(list(predicate.columns)) if predicate.columns else pa.table({"_": pa.nulls(table.num_rows)})
     ctx.from_arrow(subset, name="batch")
     try:

@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from upsertsink import batch as B
@@ -102,6 +103,7 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
 
     prepared: PreparedBatch | None = None
     for attempt in range(settings.max_retries + 1):
+        snapshot = None
         try:
             snapshot = markers.open_snapshot(request.target, request.storage_options)
             target = engine.target_columns(request, snapshot)
@@ -131,6 +133,9 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
             delay = min(5.0, 0.1 * 2**attempt) * (0.5 + random.random())
             log.info("concurrent commit on %s (attempt %d), retrying in %.2fs", request.target, attempt + 1, delay)
             time.sleep(delay)
+        finally:
+            if snapshot is not None:
+                markers.keep(snapshot)
     raise AssertionError("unreachable")
 
 
@@ -194,7 +199,7 @@ def _attempt(
         store = _store(request)
         seen = _matching(store, engine, request, prepared)
         batch, stale = engine.apply_tombstones(request, prepared, seen)
-        deletes = engine.deletes(request, batch)
+        deletes = _not_remembered(engine.deletes(request, batch), seen, store.key_columns)
         if deletes.num_rows:
             store.record(deletes, request.batch_id, settings.retention_us)
             faults.point("tombstones-recorded")
@@ -219,6 +224,8 @@ def _attempt(
     )
     faults.point("before-commit")
     outcome = engine.commit(request, batch, snapshot, plan, meta, new_columns, marker)
+    if marker is not None:
+        markers.note_commit(snapshot, outcome.version, {marker.app_id: marker.version})
     if request.batch_id is not None:
         if late:
             ledger.remember(snapshot.uri, request.app_id, state.marker, state.next_late, record)
@@ -235,11 +242,42 @@ def _attempt(
         if repaired is not None:
             deleted += repaired.deleted
             version = repaired.version
+    if store is not None and store.needs_compaction():
+        _compact(store)
     return WriteResult(
         version=version, skipped=False, inserted=outcome.inserted, updated=outcome.updated, deleted=deleted,
         batch_id=request.batch_id, app_id=request.app_id, engine=engine.name, rows=batch.rows, stale=stale,
         late=late,
     )
+
+
+def _compact(store: TombstoneStore) -> None:
+    """The writer's share of maintenance; the batch is committed, so a failure here only leaves more files."""
+    try:
+        store.compact()
+    except Exception as err:  # noqa: BLE001 - never fail a committed write for its housekeeping
+        log.warning("compacting the tombstones of %s failed (the write is committed): %s", store.path, err)
+
+
+def _not_remembered(deletes: pa.Table, seen: pa.Table | None, kc: list[str]) -> pa.Table:
+    """Deletes not already remembered at their sequence or a newer one (a stale row turned delete is)."""
+    if deletes.num_rows == 0 or seen is None or seen.num_rows == 0:
+        return deletes
+    import pyarrow.compute as pc
+
+    try:
+        known = seen.select([*kc, SEQUENCE]).rename_columns([*kc, "_known"])
+        joined = deletes.append_column("_i", pa.array(range(deletes.num_rows))).join(known, keys=kc)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return deletes  # keys of types the join cannot compare: record them all (duplicates are harmless)
+    covered = joined.filter(
+        pc.fill_null(pc.greater_equal(pc.cast(joined["_known"], joined[SEQUENCE].type), joined[SEQUENCE]), False)
+    )
+    if covered.num_rows == 0:
+        return deletes
+    drop = np.zeros(deletes.num_rows, dtype=bool)
+    drop[covered["_i"].to_numpy()] = True
+    return deletes.filter(pa.array(~drop))
 
 
 def _store(request: WriteRequest) -> TombstoneStore:

@@ -1,113 +1,353 @@
 """Remembered deletes ("tombstones"): what keeps an older row, sent again later, from bringing a key back.
 
-With ``delete_when`` and ``sequence_by``, every delete the sink applies is remembered as (key, sequence) in a
-small Delta table inside the target folder, ``<target>/_upsertsink_tombstones`` (columns ``k0..kN`` for the
-key values, whatever the key columns are called, then ``sequence``, ``deleted_at_us`` and ``batch_id``).
-Both engines read and write it with deltalake. The rules, which docs/reliability.md argues in full:
+With ``delete_when`` and ``sequence_by``, every delete the sink applies is remembered as (key, sequence). The
+tombstones of one key set (and sequence column) live in immutable parquet files inside the target folder,
+``<target>/_upsertsink/tombstones/<scope>/``, where ``scope`` names the key columns and the sequence column
+that recorded them: two sinks with different keys on one table never read each other's tombstones (issue
+#22). Each file holds columns ``k0..kN`` (the key values, key columns in sorted-name order), ``sequence``,
+``deleted_at_us``, ``expires_at_us`` (null: kept forever) and ``batch_id``. There is no log: a file is
+written whole (a local file is renamed into place; an object-store PUT appears whole) and is never changed.
+
+Why files and not a Delta table: a micro-batch that deletes something would otherwise pay a second Delta
+commit, which costs as much as its MERGE (about 10 ms on delta-rs), and the table's log would grow by one
+entry a batch. A file costs one small write, and a process keeps every tombstone of a scope in memory
+(:class:`_Index`), reading only files it has not seen: a batch whose keys meet no tombstone reads nothing.
+
+The rules (docs/reliability.md argues them in full):
 
 1. A batch's deletes are recorded *before* its data commit. A writer that dies in between leaves a
    tombstone whose delete is not applied yet; re-sending the batch applies it.
 2. A tombstone never suppresses the delete that recorded it: a delete at sequence S passes a tombstone at S.
 3. A row of a later batch whose sequence is below a tombstone's (or equal to it, for a non-delete) is
-   *stale*: it becomes a delete at the tombstone's sequence instead of an upsert. On a consistent table that
-   delete changes nothing; on a table where a racing or killed writer let the older row in, it removes it.
+   *stale*: it becomes a delete at the tombstone's sequence instead of an upsert.
 4. After its data commit a writer looks again: a tombstone recorded concurrently for one of its keys, newer
-   than the row it wrote, is applied at once by a repair commit (and again on a re-send of the batch, if the
-   writer died before the repair). So no interleaving of writers resurrects a deleted key.
+   than the row it wrote, is applied at once by a repair commit (and again on a re-send of the batch).
+
+Compaction (:meth:`TombstoneStore.compact`, run by writers when a scope holds many files, and by
+``upsertsink maintain``) writes one file with the newest tombstone per key, leaving out expired ones, and
+only then deletes the files it read: a crash in between leaves duplicates, never a gap; a file written
+concurrently is not among those it deletes. Each tombstone expires by the retention of the sink that
+recorded it, so one sink's shorter retention never purges another's tombstones.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import logging
+import os
+import threading
 import time
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from upsertsink import faults
 from upsertsink import fingerprint as fp
-from upsertsink.conflicts import deltalake_conflict
 
 log = logging.getLogger(__name__)
 
-TOMBSTONE_DIR = "_upsertsink_tombstones"
+ROOT_DIR = "_upsertsink"
+TOMBSTONE_ROOT = f"{ROOT_DIR}/tombstones"
+LEGACY_DIR = "_upsertsink_tombstones"  # upsertsink 0.1: one Delta table per target, whatever the keys
+# Folders the sink keeps inside a target: a target that holds only these is still a new table. Delta's VACUUM
+# and readers leave names starting with "_" alone.
+HELPER_DIRS = (ROOT_DIR, LEGACY_DIR)
+
 SEQUENCE = "sequence"
 DELETED_AT = "deleted_at_us"
+EXPIRES_AT = "expires_at_us"
 BATCH = "batch_id"
-# Folders the sink keeps inside a target: a target that holds only these is still a new table.
-HELPER_DIRS = (TOMBSTONE_DIR,)
+_HASH = "__hash"
+
+COMPACT_AT_FILES = 48  # a scope with this many files is compacted by the next writer that records into it
+TEMP_GRACE_S = 3600  # a temp file older than this is a dead writer's; compaction removes it
+LEGACY_MARK = "legacy-migrated.json"
 
 
 def key_column(i: int) -> str:
     return f"k{i}"
 
 
-def tombstone_path(target: str) -> str:
-    return target.rstrip("/") + "/" + TOMBSTONE_DIR
+def scope_id(keys: tuple[str, ...], sequence: str) -> str:
+    """The folder name of a key set's tombstones: the key columns (as a set) and the sequence column."""
+    text = json.dumps({"keys": sorted(keys), "sequence": sequence}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _now_us() -> int:
+    return int(time.time() * 1_000_000)
+
+
+# ---------------------------------------------------------------- a folder of files, local or on a store
+
+
+class _Folder:
+    """List, read, write and delete the files of one folder under a target (local or object store)."""
+
+    def __init__(self, target: str, relative: str, storage_options: dict[str, str] | None):
+        self.target = target.rstrip("/")
+        self.relative = relative
+        local = target.removeprefix("file://") if "://" not in target or target.startswith("file://") else None
+        self.local = None if local is None else os.path.join(local, relative)
+        self._fs: Any = None
+        self.storage_options = storage_options
+
+    @property
+    def uri(self) -> str:
+        return self.local if self.local is not None else f"{self.target}/{self.relative}"
+
+    def _remote(self) -> Any:
+        if self._fs is None:
+            import pyarrow.fs as pafs
+            from deltalake.fs import DeltaStorageHandler
+
+            self._fs = pafs.PyFileSystem(DeltaStorageHandler(self.target, self.storage_options))
+        return self._fs
+
+    def names(self) -> list[str]:
+        """The folder's file names (hidden ones included); empty when the folder is absent."""
+        if self.local is not None:
+            try:
+                return os.listdir(self.local)
+            except FileNotFoundError:
+                return []
+        return list(self.list())
+
+    def list(self) -> dict[str, float]:
+        """File name -> modification time (seconds), hidden names included; empty when the folder is absent."""
+        if self.local is not None:
+            try:
+                with os.scandir(self.local) as entries:
+                    return {e.name: e.stat().st_mtime for e in entries if e.is_file()}
+            except FileNotFoundError:
+                return {}
+        import pyarrow.fs as pafs
+
+        infos = self._remote().get_file_info(pafs.FileSelector(self.relative, allow_not_found=True))
+        return {
+            i.base_name: (i.mtime.timestamp() if i.mtime else time.time())
+            for i in infos if i.type == pafs.FileType.File
+        }
+
+    def read(self, name: str) -> pa.Table:
+        if self.local is not None:
+            return pq.read_table(os.path.join(self.local, name))
+        with self._remote().open_input_file(f"{self.relative}/{name}") as f:
+            return pq.read_table(f)
+
+    def write(self, name: str, table: pa.Table, metadata: dict[str, str]) -> None:
+        """Write ``name`` whole: readers see the complete file or none."""
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **{
+            k.encode(): v.encode() for k, v in metadata.items()}})
+        buf = io.BytesIO()
+        pq.write_table(table, buf)
+        data = buf.getvalue()
+        if self.local is not None:
+            os.makedirs(self.local, exist_ok=True)
+            temp = os.path.join(self.local, f".tmp-{uuid.uuid4().hex}")
+            with open(temp, "wb") as f:
+                f.write(data)
+            os.replace(temp, os.path.join(self.local, name))
+            return
+        with self._remote().open_output_stream(f"{self.relative}/{name}") as f:  # a PUT: whole or nothing
+            f.write(data)
+
+    def delete(self, name: str) -> None:
+        try:
+            if self.local is not None:
+                os.remove(os.path.join(self.local, name))
+            else:
+                self._remote().delete_file(f"{self.relative}/{name}")
+        except FileNotFoundError:
+            pass  # a concurrent compaction removed it first
+
+
+# ---------------------------------------------------------------- what one process knows of a scope
+
+
+@dataclass
+class _Index:
+    """Every tombstone of one scope this process has read (canonical columns plus a key hash), and the files
+    they came from. Reads only files it has not seen; tombstones of files compacted away stay (the compacted
+    file holds them too; duplicates and expired rows are dropped when the index grows)."""
+
+    files: set[str] = field(default_factory=set)
+    table: pa.Table | None = None
+    rows_at_prune: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    by_hash: dict[int, list[int]] | None = None  # key hash -> rows of ``table`` (built on first lookup)
+
+    def add(self, rows: pa.Table) -> None:
+        start = 0 if self.table is None else self.table.num_rows
+        self.table = rows if self.table is None else pa.concat_tables([self.table, rows], promote_options="permissive")
+        if self.by_hash is not None:
+            for i, h in enumerate(rows[_HASH].to_numpy().tolist(), start):
+                self.by_hash.setdefault(h, []).append(i)
+
+    def rows_for(self, key_hashes: np.ndarray) -> np.ndarray:
+        """Rows of ``table`` whose key hash is one of ``key_hashes``."""
+        assert self.table is not None
+        if len(key_hashes) > 1000:  # a large batch: one vectorised pass over the index
+            return np.flatnonzero(np.isin(self.table[_HASH].to_numpy(), key_hashes))
+        if self.by_hash is None:
+            self.by_hash = {}
+            for i, h in enumerate(self.table[_HASH].to_numpy().tolist()):
+                self.by_hash.setdefault(h, []).append(i)
+        found = self.by_hash
+        return np.array([i for h in key_hashes.tolist() for i in found.get(h, ())], dtype=np.int64)
+
+
+_INDEXES: dict[str, _Index] = {}
+_INDEXES_LOCK = threading.Lock()
+
+
+def _index(uri: str) -> _Index:
+    with _INDEXES_LOCK:
+        return _INDEXES.setdefault(uri, _Index())
+
+
+def forget_indexes() -> None:
+    """Drop every in-memory index (tests use this to read as a new process would)."""
+    with _INDEXES_LOCK:
+        _INDEXES.clear()
+
+
+def _data_files(listing: Any) -> list[str]:
+    return sorted(n for n in listing if n.endswith(".parquet") and not n.startswith("."))
 
 
 class TombstoneStore:
-    """The tombstone table of one target, for one sink's key and sequence columns."""
+    """The tombstones of one target for one sink's key and sequence columns."""
 
     def __init__(self, target: str, keys: tuple[str, ...], sequence: str, storage_options: dict[str, str] | None):
-        self.path = tombstone_path(target)
-        self.keys = keys
+        self.target = target
+        self.keys = tuple(keys)
         self.sequence = sequence
         self.storage_options = storage_options
         self.key_columns = [key_column(i) for i in range(len(keys))]
+        self.scope = scope_id(self.keys, sequence)
+        self.folder = _Folder(target, f"{TOMBSTONE_ROOT}/{self.scope}", storage_options)
+        self.path = self.folder.uri
+        # canonical order: key columns sorted by name; self._order[i] is the canonical position of keys[i]
+        ordered = sorted(self.keys)
+        self._order = [ordered.index(k) for k in self.keys]
+        self._listing: list[str] | None = None
 
-    def _table(self):
-        from deltalake import DeltaTable
+    # ------------------------------------------------------------ reading
 
-        if not DeltaTable.is_deltatable(self.path, storage_options=self.storage_options):
+    def refresh(self) -> list[str]:
+        """List the scope's files and read those this process has not seen yet; returns the listing."""
+        index = _index(self.path)
+        for attempt in range(5):
+            listing = self.folder.names()
+            if not listing:
+                self._migrate_legacy()
+                listing = self.folder.names()
+            names = _data_files(listing)
+            with index.lock:
+                new = [n for n in names if n not in index.files]
+                try:
+                    parts = [self._canonical_read(n) for n in new]
+                except FileNotFoundError:
+                    if attempt == 4:
+                        raise
+                    continue  # compacted away between the listing and the read: list again
+                for part in parts:
+                    index.add(part)
+                index.files = set(names)
+                self._prune(index)
+            self._listing = listing
+            return listing
+        raise AssertionError("unreachable")
+
+    def _canonical_read(self, name: str) -> pa.Table:
+        table = self.folder.read(name)
+        cols = [*self.key_columns, SEQUENCE, DELETED_AT, EXPIRES_AT, BATCH]
+        for c in (EXPIRES_AT, BATCH):
+            if c not in table.column_names:
+                table = table.append_column(c, pa.nulls(table.num_rows, pa.int64()))
+        table = table.select(cols).replace_schema_metadata(None)
+        hashes = fp.combine([fp.column_hash(table[c]) for c in self.key_columns], table.num_rows)
+        return table.append_column(_HASH, pa.array(hashes, pa.uint64()))
+
+    def _prune(self, index: _Index) -> None:
+        """Keep the index small: when it doubled since the last time, drop expired and superseded rows."""
+        table = index.table
+        if table is None or table.num_rows < max(1024, 2 * index.rows_at_prune):
+            return
+        index.table = _newest_per_key(_live(table, _now_us()), self.key_columns)
+        index.rows_at_prune = index.table.num_rows
+        index.by_hash = None
+
+    def version(self) -> str | None:
+        """An identity of the scope's current files (None when it has none): it changes when any writer
+        records or compacts; equal identities mean the same tombstones."""
+        names = _data_files(self.refresh())
+        if not names:
             return None
-        return DeltaTable(self.path, storage_options=self.storage_options)
-
-    def version(self) -> int | None:
-        table = self._table()
-        return None if table is None else table.version()
+        return hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
 
     def read(self, ranges: dict[str, tuple[object, object]] | None = None) -> pa.Table:
-        """The tombstones (``k0..kN``, ``sequence``) whose keys fall in ``ranges`` (key -> (min, max)).
-
-        The ranges let deltalake skip files by their statistics; an empty table when none was recorded.
-        """
-        table = self._table()
-        columns = [*self.key_columns, SEQUENCE]
-        if table is None:
-            return pa.table({c: pa.array([], pa.null()) for c in columns})
-        condition = None
+        """Every live tombstone (``k0..kN`` in this sink's key order, ``sequence``), newest per key, whose keys
+        fall in ``ranges`` (key -> (min, max))."""
+        self.refresh()
+        table = _index(self.path).table
+        if table is None or table.num_rows == 0:
+            return self._empty()
+        table = _newest_per_key(_live(table, _now_us()), self.key_columns)
+        out = self._to_sink_order(table)
         for i, key in enumerate(self.keys):
             if ranges and key in ranges and ranges[key][0] is not None:
                 low, high = ranges[key]
-                part = (pc.field(key_column(i)) >= low) & (pc.field(key_column(i)) <= high)
-                condition = part if condition is None else condition & part
-        try:
-            return table.to_pyarrow_dataset().to_table(columns=columns, filter=condition)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return table.to_pyarrow_table(columns=columns)  # a range of a type the files cannot compare
+                try:
+                    col = out[key_column(i)]
+                    keep = pc.and_(pc.greater_equal(col, pa.scalar(low, col.type)),
+                                   pc.less_equal(col, pa.scalar(high, col.type)))
+                    out = out.filter(keep)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                    pass  # a range of a type the keys cannot compare with: keep them all (a superset)
+        return out
 
     def matching(
         self, key_hashes: np.ndarray | None, sample: pa.Table | None = None,
         ranges: dict[str, tuple[object, object]] | None = None,
     ) -> pa.Table:
-        """The tombstones whose key hash is among ``key_hashes`` (the batch's); exact matching is the join's.
-
-        With ``key_hashes`` None every tombstone in ``ranges`` is returned.
+        """The live tombstones whose key hash is among ``key_hashes`` (the batch's), newest per key; exact
+        matching is the engine's join. With ``key_hashes`` None, every live tombstone in ``ranges``.
 
         ``sample`` (a table with the batch's key columns) gives the key types the tombstone keys are cast to.
         """
-        tombs = self.read(ranges)
-        if tombs.num_rows == 0 or (key_hashes is not None and len(key_hashes) == 0):
-            return tombs.slice(0, 0)
-        if sample is not None:
+        if key_hashes is None:
+            tombs = self.read(ranges)
+        else:
+            self.refresh()
+            index = _index(self.path)
+            with index.lock:
+                if index.table is None or index.table.num_rows == 0 or len(key_hashes) == 0:
+                    return self._empty()
+                rows = index.rows_for(key_hashes)
+                if len(rows) == 0:
+                    return self._empty()  # this batch meets no remembered delete
+                hits = index.table.take(pa.array(rows))
+            chosen = _newest_per_key(_live(hits, _now_us()), self.key_columns)
+            tombs = self._to_sink_order(chosen)
+        if sample is not None and tombs.num_rows:
             tombs = self._cast_keys(tombs, sample)
-        if key_hashes is None:  # a batch too large to hash in one process: the engine's join matches
-            return tombs
-        hashes = fp.combine([fp.column_hash(tombs[c]) for c in self.key_columns], tombs.num_rows)
-        keep = np.isin(hashes, key_hashes)
-        return tombs.filter(pa.array(keep))
+        return tombs
+
+    def _empty(self) -> pa.Table:
+        return pa.table({c: pa.array([], pa.null()) for c in [*self.key_columns, SEQUENCE]})
+
+    def _to_sink_order(self, canonical: pa.Table) -> pa.Table:
+        cols = [canonical[key_column(self._order[i])] for i in range(len(self.keys))]
+        return pa.table([*cols, canonical[SEQUENCE]], names=[*self.key_columns, SEQUENCE])
 
     def _cast_keys(self, tombs: pa.Table, sample: pa.Table) -> pa.Table:
         for i, (kc, key) in enumerate(zip(self.key_columns, self.keys, strict=True)):
@@ -119,44 +359,159 @@ class TombstoneStore:
                     continue  # a remembered key that cannot be of this type cannot match this batch
         return tombs
 
+    # ------------------------------------------------------------ writing
+
     def record(self, rows: pa.Table, batch_id: int | None, retention_us: int | None) -> None:
-        """Remember deletes: ``rows`` has ``k0..kN`` and ``sequence``; an existing tombstone keeps the higher.
+        """Remember deletes: ``rows`` has ``k0..kN`` (this sink's key order) and ``sequence``. One new file;
+        the newest tombstone of a key wins when they are read."""
+        if rows.num_rows == 0:
+            return
+        now = _now_us()
+        n = rows.num_rows
+        canonical = [None] * len(self.keys)
+        for i in range(len(self.keys)):
+            canonical[self._order[i]] = rows[key_column(i)]
+        table = pa.table(
+            [*canonical, rows[SEQUENCE], pa.array([now] * n, pa.int64()),
+             pa.array([None if retention_us is None else now + retention_us] * n, pa.int64()),
+             pa.array([batch_id] * n, pa.int64())],
+            names=[*self.key_columns, SEQUENCE, DELETED_AT, EXPIRES_AT, BATCH],
+        )
+        name = f"t-{now:020d}-{uuid.uuid4().hex[:12]}.parquet"
+        self.folder.write(name, table, self._file_metadata())
+        # into the index as written (not read back); then the files other writers added meanwhile
+        index = _index(self.path)
+        hashes = fp.combine([fp.column_hash(table[c]) for c in self.key_columns], n)
+        with index.lock:
+            index.add(table.append_column(_HASH, pa.array(hashes, pa.uint64())))
+            index.files.add(name)
+        self.refresh()
 
-        Tombstones older than the retention are dropped in the same commit. A lost commit race raises
-        RetryableConflict (the caller retries the whole attempt).
-        """
-        from deltalake import CommitProperties, DeltaTable
+    def _file_metadata(self) -> dict[str, str]:
+        return {"upsertsink.tombstones": json.dumps({"keys": sorted(self.keys), "sequence": self.sequence})}
 
-        from upsertsink.spec import SOURCE, TARGET, MergePlan
+    def needs_compaction(self) -> bool:
+        listing = self._listing if self._listing is not None else self.folder.names()
+        return len(_data_files(listing)) >= COMPACT_AT_FILES
 
-        now_us = int(time.time() * 1_000_000)
-        rows = rows.append_column(DELETED_AT, pa.array([now_us] * rows.num_rows, pa.int64()))
-        rows = rows.append_column(BATCH, pa.array([batch_id] * rows.num_rows, pa.int64()))
+    def compact(self) -> dict[str, int]:
+        """Rewrite the scope's files as one: the newest live tombstone per key. The new file is written before
+        the files it replaces are deleted, and only files it read are deleted (crash- and race-safe)."""
+        listing = self.folder.list()
+        names = _data_files(listing)
+        temps = [n for n, mtime in listing.items() if n.startswith(".tmp-") and time.time() - mtime > TEMP_GRACE_S]
+        report = {"files_before": len(names), "files_after": len(names), "tombstones": 0, "expired": 0,
+                  "temp_files_removed": 0}
+        for name in temps:
+            self.folder.delete(name)
+            report["temp_files_removed"] += 1
+        if len(names) <= 1:
+            if names:
+                report["tombstones"] = self._canonical_read(names[0]).num_rows
+            return report
+        index = _index(self.path)
+        with index.lock:
+            # Every file listed is already in this process's index: its tombstones (and perhaps some of files
+            # compacted away before, which those files' successors hold too) are all in memory.
+            known = index.table if set(names) <= index.files and index.table is not None else None
+        if known is not None:
+            table = known
+        else:
+            parts = []
+            for name in names:
+                try:
+                    parts.append(self._canonical_read(name))
+                except FileNotFoundError:  # another compaction is at work: leave it to that one
+                    log.info("tombstone compaction of %s skipped: a concurrent compaction removed %s", self.path, name)
+                    return report
+            table = pa.concat_tables(parts, promote_options="permissive")
+        live = _live(table, _now_us())
+        newest = _newest_per_key(live, self.key_columns, keep_all_columns=True)
+        report["expired"] = table.num_rows - live.num_rows
+        report["tombstones"] = newest.num_rows
+        name = f"c-{_now_us():020d}-{uuid.uuid4().hex[:12]}.parquet"
+        if newest.num_rows:
+            self.folder.write(name, newest.drop_columns([_HASH]), self._file_metadata())
+        faults.point("tombstones-compacted")
+        for old in names:
+            self.folder.delete(old)
+        report["files_after"] = len(_data_files(self.folder.list()))
+        log.info("compacted the tombstones of %s: %s", self.path, report)
+        return report
+
+    # ------------------------------------------------------------ upsertsink 0.1's tombstone table
+
+    def _migrate_legacy(self) -> None:
+        """Copy the tombstones of upsertsink 0.1's ``_upsertsink_tombstones`` Delta table into this scope,
+        once (0.1 kept every key set's tombstones there; each scope now takes a copy of those that fit)."""
+        legacy = _Folder(self.target, LEGACY_DIR, self.storage_options)
+        if legacy.local is not None and not os.path.isdir(os.path.join(legacy.local, "_delta_log")):
+            return
+        if LEGACY_MARK in self.folder.names():
+            return
+        from deltalake import DeltaTable
+
         try:
-            table = self._table()
-            if table is None:
-                schema = pa.schema([pa.field(f.name, f.type, nullable=True) for f in rows.schema])
-                DeltaTable.create(self.path, schema, mode="ignore", storage_options=self.storage_options)
-                table = DeltaTable(self.path, storage_options=self.storage_options)
-            plan = MergePlan(tuple(self.key_columns), tuple(rows.column_names), SEQUENCE)
-            merger = table.merge(
-                rows, plan.on("datafusion"), source_alias=SOURCE, target_alias=TARGET,
-                commit_properties=CommitProperties(custom_metadata={"userMetadata": "upsertsink tombstones"}),
+            table = DeltaTable(legacy.uri, storage_options=self.storage_options).to_pyarrow_table()
+        except Exception:  # noqa: BLE001 - no legacy table (object stores: nothing to list first)
+            return
+        names = [*self.key_columns, SEQUENCE]
+        if all(c in table.column_names for c in names) and f"k{len(self.keys)}" not in table.column_names:
+            rows = table.select(names)
+            if DELETED_AT in table.column_names:
+                deleted = table[DELETED_AT]
+            else:
+                deleted = pa.array([_now_us()] * table.num_rows, pa.int64())
+            canonical = [None] * len(self.keys)
+            for i in range(len(self.keys)):
+                canonical[self._order[i]] = rows[key_column(i)]
+            out = pa.table(
+                [*canonical, rows[SEQUENCE], deleted, pa.nulls(table.num_rows, pa.int64()),
+                 pa.nulls(table.num_rows, pa.int64())],
+                names=[*self.key_columns, SEQUENCE, DELETED_AT, EXPIRES_AT, BATCH],
             )
-            newer = f"{plan.ref(SOURCE, SEQUENCE, 'datafusion')} > {plan.ref(TARGET, SEQUENCE, 'datafusion')}"
-            merger = merger.when_matched_update(updates=plan.update_set("datafusion"), predicate=newer)
-            merger = merger.when_not_matched_insert(updates=plan.insert_values("datafusion"))
-            if retention_us is not None:
-                cutoff = int(now_us - retention_us)  # an int computed here, never user data
-                merger = merger.when_not_matched_by_source_delete(
-                    predicate=f"{plan.ref(TARGET, DELETED_AT, 'datafusion')} < {cutoff}"
-                )
-            merger.execute()
-        except Exception as err:
-            conflict = deltalake_conflict(err)
-            if conflict is not None:
-                raise conflict from err
-            raise
+            if out.num_rows:
+                self.folder.write(f"c-{0:020d}-legacy.parquet", out, self._file_metadata())
+        self.folder.write(LEGACY_MARK, pa.table({"migrated_at_us": [_now_us()]}), {})
+        log.info("copied %d tombstone(s) of upsertsink 0.1 into %s", table.num_rows, self.path)
+
+
+def _live(table: pa.Table, now_us: int) -> pa.Table:
+    expires = table[EXPIRES_AT]
+    if expires.null_count == len(expires):
+        return table
+    return table.filter(pc.fill_null(pc.greater(expires, now_us), True))
+
+
+def _newest_per_key(table: pa.Table, key_columns: list[str], keep_all_columns: bool = False) -> pa.Table:
+    """One row per key: the highest sequence (its longest expiry when equal)."""
+    if table.num_rows <= 1:
+        return table
+    order = [(c, "ascending") for c in key_columns] + [(SEQUENCE, "descending")]
+    if EXPIRES_AT in table.column_names:
+        table = table.set_column(
+            table.schema.get_field_index(EXPIRES_AT), EXPIRES_AT,
+            pc.fill_null(table[EXPIRES_AT], np.iinfo(np.int64).max),
+        )
+        order.append((EXPIRES_AT, "descending"))
+    table = table.sort_by(order)
+    keys = [table[c].combine_chunks() for c in key_columns]
+    first = np.ones(table.num_rows, dtype=bool)
+    same = np.ones(table.num_rows - 1, dtype=bool)
+    for col in keys:
+        a, b = col.slice(1), col.slice(0, table.num_rows - 1)
+        eq = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
+        both_null = pc.and_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
+        same &= eq | both_null
+    first[1:] = ~same
+    out = table.filter(pa.array(first))
+    if EXPIRES_AT in out.column_names:
+        never = pc.equal(out[EXPIRES_AT], np.iinfo(np.int64).max)
+        out = out.set_column(
+            out.schema.get_field_index(EXPIRES_AT), EXPIRES_AT,
+            pc.if_else(never, pa.scalar(None, pa.int64()), out[EXPIRES_AT]),
+        )
+    return out
 
 
 def stale_mask(seq: pa.ChunkedArray, is_delete: pa.ChunkedArray, tomb_seq: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -250,9 +250,8 @@ def _clauses(merge: Any, plan: MergePlan) -> Any:
 
 
 def _version(request: WriteRequest) -> int | None:
-    from deltalake import DeltaTable
-
-    return DeltaTable(request.target, storage_options=request.storage_options).version()
+    """The table's latest version, through the handle kept between writes (``markers.open_snapshot``)."""
+    return markers.latest_version(request.target, request.storage_options)
 
 
 def _pruning(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None, found: FileRanges | None):
