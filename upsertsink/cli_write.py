@@ -150,3 +150,31 @@ def status(path: str, limit: int, as_json: bool) -> None:
     if info["commits"]:
         lines += ["", *_columns_text(info["commits"])]
     click.echo("\n".join(lines))
+
+
+@click.command("maintain")
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+def maintain(path: str, as_json: bool) -> None:
+    """Compact and clean the sink's own bookkeeping in a table, and checkpoint it when due.
+
+    Tombstones of every key set are compacted (expired ones dropped), dead writers' temp files removed, a
+    checkpoint written when the newest is an interval behind, and Delta's expired log entries removed. The
+    table's data files are not touched (VACUUM stays yours). Writers do all of this as they go.
+    """
+
+    def work() -> Any:
+        from upsertsink import markers
+        from upsertsink.maintenance import maintain as run_maintenance
+        from upsertsink.storage import deltalake_options
+
+        table = _table_location(path)
+        if not markers.table_exists(table, deltalake_options(table)):
+            fail(f"{path} is not a Delta table")
+        return run_maintenance(table, deltalake_options(table))
+
+    report = run(work)
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+        return
+    click.echo("\n".join(report.lines()))

@@ -27,6 +27,7 @@ POINTS = (
     "repair-before",  # a concurrent delete was found after our commit; its repair is next
     "repair-committed",  # the repair commit is done
     "tombstones-compacted",  # compaction wrote the merged tombstone file; the files it replaces still exist
+    "maintain-checkpointed",  # maintain compacted tombstones and checkpointed the target; log cleanup is next
 )
 
 _counts: dict[str, int] = {}

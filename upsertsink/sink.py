@@ -120,6 +120,14 @@ class UpsertSink:
         """The last batch id committed to the table for this sink's app_id, or None."""
         return markers.last_batch_id(self.target, self.app_id, deltalake_options(self.target, self.storage_options))
 
+    def maintain(self) -> Any:
+        """Compact and clean the sink's own bookkeeping in the table (tombstones of every key set) and write a
+        checkpoint when one is due; returns a ``MaintenanceReport``. Writers do this as they go; see
+        docs/user-guide.md, "Running a stream for months"."""
+        from upsertsink.maintenance import maintain
+
+        return maintain(self.target, deltalake_options(self.target, self.storage_options))
+
     def foreach_batch(self, df: Any, epoch_id: int) -> None:
         """For ``df.writeStream.foreachBatch(sink.foreach_batch)``: the epoch id is the batch id."""
         self.write(df, batch_id=int(epoch_id))

@@ -66,7 +66,9 @@ EXPIRES_AT = "expires_at_us"
 BATCH = "batch_id"
 _HASH = "__hash"
 
-COMPACT_AT_FILES = 48  # a scope with this many files is compacted by the next writer that records into it
+# A scope with this many files is compacted by the next writer that records into it (the environment variable
+# is for the fault-injection tests, which want compactions inside short feeds).
+COMPACT_AT_FILES = int(os.environ.get("UPSERTSINK_COMPACT_TOMBSTONES_AT", "48"))
 TEMP_GRACE_S = 3600  # a temp file older than this is a dead writer's; compaction removes it
 LEGACY_MARK = "legacy-migrated.json"
 

@@ -97,6 +97,8 @@ def run_writer(
 ) -> subprocess.CompletedProcess:
     """Run writer.py in a child process: batches [start, stop) of the feed, one write each."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UPSERTSINK_FAULT")}
+    # writers compact their tombstones every few files, so that compaction happens inside these short feeds
+    env.setdefault("UPSERTSINK_COMPACT_TOMBSTONES_AT", "3")
     if fault:
         env["UPSERTSINK_FAULT"] = fault
     if fault_mode:

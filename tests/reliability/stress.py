@@ -78,6 +78,7 @@ def kill_run(engine: str, seed: int, workdir: Path, max_delay: float) -> KillRun
         cmd = [sys.executable, str(WRITER), "--path", path, "--feed", str(feed_file), "--engine", engine,
                "--start", str(start), "--result", str(results)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("UPSERTSINK_FAULT")}
+        env.setdefault("UPSERTSINK_COMPACT_TOMBSTONES_AT", "3")  # kills can land in tombstone compactions
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.2, max_delay))
         if proc.poll() is None:
@@ -125,7 +126,8 @@ def concurrency_run(
             order = list(range(len(feed)))
             random.Random(seed * 10 + len(procs)).shuffle(order)
             cmd += ["--order", ",".join(map(str, order)), "--late-batches", "apply"]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        env = {**os.environ, "UPSERTSINK_COMPACT_TOMBSTONES_AT": os.environ.get("UPSERTSINK_COMPACT_TOMBSTONES_AT", "3")}
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     errors = [p.communicate(timeout=1800)[1] for p in procs]
     run = ConcurrencyRun(engines, shared_app_id, late)
     outcomes = [o for *_, results, _ in jobs for o in _outcomes(results)]

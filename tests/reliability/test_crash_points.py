@@ -47,7 +47,12 @@ def _uninterrupted(path: str, feed: list[list[dict]]) -> dict:
     return table_state(path)
 
 
-@pytest.mark.parametrize(("point", "nth"), SINGLE_WRITER_POINTS, ids=[f"{p}@{n}" for p, n in SINGLE_WRITER_POINTS])
+# A writer compacts its tombstones (every 3 files in these runs): killed after the compacted file is written,
+# before the files it replaces are deleted.
+KILL_POINTS = [*SINGLE_WRITER_POINTS, ("tombstones-compacted", 1), ("tombstones-compacted", 3)]
+
+
+@pytest.mark.parametrize(("point", "nth"), KILL_POINTS, ids=[f"{p}@{n}" for p, n in KILL_POINTS])
 def test_embedded_writer_killed_at_each_step_converges_after_a_resend(feed, tmp_path, point, nth):
     data, feed_file = feed
     path = str(tmp_path / "t")

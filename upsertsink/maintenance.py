@@ -1,0 +1,147 @@
+"""What ``upsertsink maintain PATH`` and ``UpsertSink.maintain()`` do: the sink's own housekeeping, on demand.
+
+Writers already do all of it as they go (a scope of tombstones is compacted by the writer that finds it with
+many files; both engines write Delta checkpoints at the table's interval). ``maintain`` does it at once, for
+every key set that ever recorded a delete in the table, and reports what it did:
+
+- tombstones: each scope's files compacted into one (the newest live tombstone per key), expired tombstones
+  dropped, temp files of writers that died mid-write removed;
+- the target: a checkpoint when the newest one is ``delta.checkpointInterval`` (default 100) versions or more
+  behind, then Delta's own expired-log cleanup (commits older than ``delta.logRetentionDuration``, which
+  Delta keeps 30 days by default, and only before a checkpoint).
+
+It never touches the target's data files: VACUUM stays the user's (docs/user-guide.md says with what
+retention), since it decides how far back time travel and a slow reader can go.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from upsertsink import faults
+from upsertsink.tombstones import LEGACY_DIR, TOMBSTONE_ROOT, TombstoneStore, _Folder
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHECKPOINT_INTERVAL = 100
+
+
+@dataclass
+class MaintenanceReport:
+    """What one ``maintain`` run did (``to_dict()`` is the CLI's ``--json``)."""
+
+    path: str
+    version: int | None
+    tombstones: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint_written: int | None = None  # the version checkpointed, when one was written
+    log_files_removed: int = 0
+    legacy_tombstone_table: bool = False  # upsertsink 0.1's table is still there (a copy source; never deleted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        out = [f"{self.path}  version {self.version}"]
+        if not self.tombstones:
+            out.append("  tombstones: none recorded")
+        for scope in self.tombstones:
+            out.append(
+                f"  tombstones of keys {scope['keys']} (sequence {scope['sequence']!r}): "
+                f"{scope['files_before']} file(s) -> {scope['files_after']}, {scope['tombstones']} kept, "
+                f"{scope['expired']} expired dropped, {scope['temp_files_removed']} temp file(s) removed"
+            )
+        if self.checkpoint_written is not None:
+            out.append(f"  checkpoint written at version {self.checkpoint_written}")
+        else:
+            out.append("  checkpoint: up to date")
+        out.append(f"  expired log files removed: {self.log_files_removed}")
+        return out
+
+
+def maintain(path: str, storage_options: dict[str, str] | None = None) -> MaintenanceReport:
+    """Compact and clean what the sink owns in the table at ``path``; checkpoint the table when due."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path, storage_options=storage_options)
+    report = MaintenanceReport(path=path, version=table.version())
+    root = _Folder(path, TOMBSTONE_ROOT, storage_options)
+    for scope in sorted(_scopes(root)):
+        store = _store_for(path, scope, storage_options)
+        if store is None:
+            continue
+        done = store.compact()
+        report.tombstones.append({"scope": scope, "keys": sorted(store.keys), "sequence": store.sequence, **done})
+    legacy = _Folder(path, LEGACY_DIR, storage_options)
+    report.legacy_tombstone_table = bool(legacy.names()) if legacy.local is not None else False
+    report.checkpoint_written = _checkpoint_if_due(table, storage_options)
+    faults.point("maintain-checkpointed")
+    report.log_files_removed = int(table.cleanup_metadata() or 0)
+    log.info("maintained %s: %s", path, report)
+    return report
+
+
+def _scopes(root: _Folder) -> list[str]:
+    if root.local is not None:
+        import os
+
+        try:
+            return [d for d in os.listdir(root.local) if os.path.isdir(os.path.join(root.local, d))]
+        except FileNotFoundError:
+            return []
+    import pyarrow.fs as pafs
+
+    infos = root._remote().get_file_info(pafs.FileSelector(root.relative, allow_not_found=True))
+    return [i.base_name for i in infos if i.type == pafs.FileType.Directory]
+
+
+def _store_for(path: str, scope: str, storage_options: dict[str, str] | None) -> TombstoneStore | None:
+    """The store of one scope, from what its files say about themselves (key and sequence columns)."""
+    import pyarrow.parquet as pq
+
+    folder = _Folder(path, f"{TOMBSTONE_ROOT}/{scope}", storage_options)
+    for name in sorted(n for n in folder.names() if n.endswith(".parquet") and not n.startswith(".")):
+        try:
+            if folder.local is not None:
+                schema = pq.read_schema(f"{folder.local}/{name}")
+            else:
+                with folder._remote().open_input_file(f"{folder.relative}/{name}") as f:
+                    schema = pq.read_schema(f)
+        except FileNotFoundError:
+            continue
+        raw = (schema.metadata or {}).get(b"upsertsink.tombstones")
+        if raw:
+            about = json.loads(raw)
+            return TombstoneStore(path, tuple(about["keys"]), about["sequence"], storage_options)
+    return None
+
+
+def _checkpoint_if_due(table: Any, storage_options: dict[str, str] | None) -> int | None:
+    """Write a checkpoint when the newest is an interval or more behind (a writer killed right before its
+    checkpoint, or a table written by a tool that writes none)."""
+    version = table.version()
+    conf = table.metadata().configuration
+    try:
+        interval = int(conf.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+    except ValueError:
+        interval = DEFAULT_CHECKPOINT_INTERVAL
+    last = _last_checkpoint(table, storage_options)
+    if version - (last if last is not None else -1) < interval:
+        return None
+    table.create_checkpoint()
+    return version
+
+
+def _last_checkpoint(table: Any, storage_options: dict[str, str] | None) -> int | None:
+    from upsertsink.markers import _log_fs
+
+    try:
+        with _log_fs(table.table_uri, storage_options).open_input_stream("_delta_log/_last_checkpoint") as f:
+            return int(json.loads(f.read().decode())["version"])
+    except (FileNotFoundError, OSError, KeyError, ValueError):
+        return None
+
+
+__all__ = ["MaintenanceReport", "maintain"]
