@@ -13,8 +13,13 @@ test: setup
 lint-examples: setup
 	@.venv/bin/upsertsink lint examples
 
+# A short version of the benchmarks (about 15 minutes): the sink against the raw MERGE, micro-batches on both
+# engines, and the long stream (600 batches; the full run is `bench/bench_long_stream.py --batches 10000`).
 bench: setup
-	@.venv/bin/python bench/bench_sink.py
+	@.venv/bin/python bench/bench_sink.py --repeat 2
+	@.venv/bin/python bench/bench_microbatch.py --batches 15 --warmup 3 --tables 5000
+	@.venv/bin/python bench/bench_long_stream.py --engines embedded,spark --batches 600 --sample-every 100 \
+		--log-retention "interval 1 minute" --output bench/results/long_stream_short.json
 
 # A Spark standalone cluster (master + 2 workers) and an S3 server (moto) on 127.0.0.1, left running for you
 # to try; it prints where everything is and how to stop it (`make cluster-stop`). See docs/deployment.md.
