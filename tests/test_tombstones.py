@@ -217,3 +217,20 @@ def test_the_maintain_command_reports_and_refuses_a_path_that_is_not_a_table(tmp
     assert "3 file(s) -> 1, 3 kept" in text.stdout and "keys ['id']" in text.stdout
     bad = subprocess.run([CLI, "maintain", str(tmp_path)], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "is not a Delta table" in bad.stderr
+
+
+def test_an_empty_file_left_by_a_failed_tombstone_write_is_skipped_and_compacted_away(tmp_path):
+    """Object storage once closed a failed upload as an empty object: readers must not fail on it forever."""
+    path = str(tmp_path / "t")
+    sink = cdc_sink(path)
+    sink.write(pa.Table.from_pylist(cdc((1, "a", 1, "U"), (2, "b", 1, "U")), schema=pa.schema(CDC)), batch_id=0)
+    sink.write(pa.Table.from_pylist(cdc((1, "a", 2, "D")), schema=pa.schema(CDC)), batch_id=1)
+    (scope,) = scope_files(path)
+    empty = os.path.join(path, TOMBSTONE_ROOT, scope, "t-00000000000000000001-failed.parquet")
+    open(empty, "wb").close()
+    forget_indexes()
+    # the delete of key 1 is still remembered: an older insert sent again stays out
+    result = sink.write(pa.Table.from_pylist(cdc((1, "a", 1, "U"), (3, "c", 1, "U")), schema=pa.schema(CDC)), batch_id=2)
+    assert result.stale == 1 and [r["id"] for r in read_rows(path)] == [2, 3]
+    report = TombstoneStore(path, ("id",), "seq", None).compact()
+    assert not os.path.exists(empty) and report["tombstones"] == 1

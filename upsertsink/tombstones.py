@@ -138,10 +138,19 @@ class _Folder:
             for i in infos if i.type == pafs.FileType.File
         }
 
-    def read(self, name: str) -> pa.Table:
+    def read(self, name: str) -> pa.Table | None:
+        """The file's rows; None for an empty file, which is never a tombstone file: a file is written whole
+        (a local rename, one PUT), so an empty one is the trace of a write that failed, and the writer that
+        failed never committed the batch whose deletes it held (an earlier version's failed writes on object
+        storage left such files)."""
         if self.local is not None:
-            return pq.read_table(os.path.join(self.local, name))
+            full = os.path.join(self.local, name)
+            if os.path.getsize(full) == 0:
+                return None
+            return pq.read_table(full)
         with self._remote().open_input_file(f"{self.relative}/{name}") as f:
+            if f.size() == 0:
+                return None
             return pq.read_table(f)
 
     def write(self, name: str, table: pa.Table, metadata: dict[str, str]) -> None:
@@ -158,8 +167,18 @@ class _Folder:
                 f.write(data)
             os.replace(temp, os.path.join(self.local, name))
             return
-        with self._remote().open_output_stream(f"{self.relative}/{name}") as f:  # a PUT: whole or nothing
-            f.write(data)
+        # A PUT: whole or nothing. deltalake's raw stream takes bytes (through pyarrow's PyFileSystem every
+        # write failed with "'Buffer' object is not an instance of 'bytes'"), and it is closed, which is what
+        # uploads it, only after the whole file was written: a failed write leaves no object behind.
+        stream = self._raw_output(f"{self.relative}/{name}")
+        stream.write(data)
+        stream.close()
+
+    def _raw_output(self, path: str) -> Any:
+        from deltalake.fs import DeltaStorageHandler
+
+        handler = DeltaStorageHandler(self.target, self.storage_options)
+        return handler._handler.open_output_stream(path, None)
 
     def delete(self, name: str) -> None:
         try:
@@ -262,15 +281,19 @@ class TombstoneStore:
                         raise
                     continue  # compacted away between the listing and the read: list again
                 for part in parts:
-                    index.add(part)
+                    if part is not None:
+                        index.add(part)
                 index.files = set(names)
                 self._prune(index)
             self._listing = listing
             return listing
         raise AssertionError("unreachable")
 
-    def _canonical_read(self, name: str) -> pa.Table:
+    def _canonical_read(self, name: str) -> pa.Table | None:
         table = self.folder.read(name)
+        if table is None:
+            log.warning("ignoring the empty tombstone file %s/%s (the trace of a failed write)", self.folder.uri, name)
+            return None
         cols = [*self.key_columns, SEQUENCE, DELETED_AT, EXPIRES_AT, BATCH]
         for c in (EXPIRES_AT, BATCH):
             if c not in table.column_names:
@@ -408,8 +431,8 @@ class TombstoneStore:
             self.folder.delete(name)
             report["temp_files_removed"] += 1
         if len(names) <= 1:
-            if names:
-                report["tombstones"] = self._canonical_read(names[0]).num_rows
+            only = self._canonical_read(names[0]) if names else None
+            report["tombstones"] = 0 if only is None else only.num_rows
             return report
         index = _index(self.path)
         with index.lock:
@@ -422,10 +445,17 @@ class TombstoneStore:
             parts = []
             for name in names:
                 try:
-                    parts.append(self._canonical_read(name))
+                    part = self._canonical_read(name)
                 except FileNotFoundError:  # another compaction is at work: leave it to that one
                     log.info("tombstone compaction of %s skipped: a concurrent compaction removed %s", self.path, name)
                     return report
+                if part is not None:
+                    parts.append(part)
+            if not parts:  # only empty files, the traces of failed writes: nothing to keep
+                for old in names:
+                    self.folder.delete(old)
+                report["files_after"] = len(_data_files(self.folder.list()))
+                return report
             table = pa.concat_tables(parts, promote_options="permissive")
         live = _live(table, _now_us())
         newest = _newest_per_key(live, self.key_columns, keep_all_columns=True)
