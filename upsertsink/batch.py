@@ -89,6 +89,15 @@ def check_columns(
     dup_names = sorted({n for n in names if names.count(n) > 1})
     if dup_names:
         raise SchemaMismatchError(f"the batch has several columns named {dup_names}")
+    by_fold: dict[str, list[str]] = {}
+    for n in names:
+        by_fold.setdefault(n.casefold(), []).append(n)
+    clashes = [group for group in by_fold.values() if len(group) > 1]
+    if clashes:
+        raise SchemaMismatchError(
+            f"the batch has columns whose names differ only in case: {clashes[0]}; Delta column names are "
+            "case-insensitive, so a table cannot hold both. Rename or drop one. Nothing was written."
+        )
     missing = [k for k in keys if k not in names]
     if missing:
         raise SchemaMismatchError(
@@ -104,6 +113,14 @@ def check_columns(
     if target is None:
         return [], []
     by_name = {c.name: c for c in target}
+    folded = {c.name.casefold(): c.name for c in target}
+    for c in source:
+        if c.name not in by_name and c.name.casefold() in folded:
+            raise SchemaMismatchError(
+                f"the batch's column {c.name!r} differs from column {folded[c.name.casefold()]!r} of table "
+                f"{target_name} only in case; Delta column names are case-insensitive. Spell it as the table "
+                "does. Nothing was written."
+            )
     extra = [c for c in source if c.name not in by_name]
     if extra and not schema_evolution:
         raise SchemaMismatchError(
@@ -179,8 +196,10 @@ def check_stats(keys: tuple[str, ...], sequence: str | None, nulls: dict[str, in
 
 def cast_overflow_error(column: str, count: int, source_type: str, target_type: str) -> SchemaMismatchError:
     return SchemaMismatchError(
-        f"column {column!r}: {count} value(s) of the batch's {source_type} do not fit the table's {target_type}; "
-        "fix those values or widen the table's column. Nothing was written."
+        f"column {column!r}: {count} value(s) of the batch's {source_type} do not fit the table's {target_type}"
+        + (" (too large, or more decimal places than it holds: the sink never rounds, on either engine)"
+           if "decimal" in target_type.lower() else "")
+        + "; fix those values or widen the table's column. Nothing was written."
     )
 
 

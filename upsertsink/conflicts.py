@@ -8,6 +8,7 @@ create one table); everything else is not retried.
 from __future__ import annotations
 
 import logging
+import re
 
 log = logging.getLogger(__name__)
 
@@ -45,19 +46,40 @@ def spark_conflict(err: BaseException) -> RetryableConflict | None:
     names = {cls.__name__ for cls in type(err).__mro__}
     if names & set(_SPARK_CONFLICTS):
         return RetryableConflict(first_line(err))
-    error_class = getattr(err, "getCondition", None) or getattr(err, "getErrorClass", None)
-    condition = None
-    if callable(error_class):
-        try:
-            condition = error_class()
-        except Exception:  # noqa: BLE001 - an exception without an error class is simply not a race
-            condition = None
+    condition = spark_error_class(err)
     if condition in _SPARK_CREATE_RACE:
         return RetryableConflict(first_line(err))
     java = getattr(err, "java_exception", None) or getattr(err, "_java_exception", None)
     if java is not None and "FileAlreadyExistsException" in str(java.getClass().getName()):
         return RetryableConflict(first_line(err))
     return None
+
+
+def spark_error_class(err: BaseException) -> str | None:
+    """Spark's error class (condition) of an exception, such as ``DELTA_VIOLATE_CONSTRAINT_WITH_VALUES``."""
+    error_class = getattr(err, "getCondition", None) or getattr(err, "getErrorClass", None)
+    if callable(error_class):
+        try:
+            found = error_class()
+        except Exception:  # noqa: BLE001 - an exception without an error class
+            found = None
+        if found:
+            return str(found)
+    java = getattr(err, "java_exception", None)  # py4j's Py4JJavaError: ask the Java SparkThrowable
+    if java is not None:
+        for name in ("getCondition", "getErrorClass"):
+            try:
+                found = getattr(java, name)()
+            except Exception:  # noqa: BLE001 - not a SparkThrowable, or the JVM is gone
+                found = None
+            if found:
+                return str(found)
+    try:
+        text = str(err)[:2000]
+    except Exception:  # noqa: BLE001 - a JVM exception whose message cannot be fetched any more
+        return None
+    match = re.search(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)?)\]", text)
+    return match.group(1) if match else None
 
 
 def first_line(err: BaseException) -> str:

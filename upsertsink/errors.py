@@ -42,6 +42,21 @@ class DivergentBatchBehindMarkerError(ReplayDivergenceError, BatchIdBehindMarker
     nondeterministic replay, or a new stream reusing the app id. Nothing was written."""
 
 
+class ConstraintViolationError(InvalidInputError):
+    """Rows of the batch break one of the table's CHECK or NOT NULL constraints; nothing was written, and
+    sending the same rows again fails the same way."""
+
+
+class TableNotWritableError(InvalidInputError):
+    """The table cannot take this sink's writes as it is (an append-only table, a table feature the engine
+    cannot write); nothing was written, and retrying cannot help."""
+
+
+class UnsupportedTableFeatureError(TableNotWritableError):
+    """The table uses a Delta feature this engine cannot write (the message names it and the engine that
+    can); nothing was written."""
+
+
 class ConcurrentWriteError(UpsertSinkError):
     """Concurrent writers kept conflicting with this write after every retry; nothing was written."""
 

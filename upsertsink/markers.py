@@ -151,7 +151,7 @@ class Snapshot:
         if self.table is None:
             return []
         if self._recent is None:
-            self._recent = self.table.history(RECENT_COMMITS)
+            self._recent = history(self.table, RECENT_COMMITS, self.storage_options)
         return self._recent
 
     def all_commits(self) -> list[dict[str, Any]]:
@@ -159,7 +159,7 @@ class Snapshot:
         if self.table is None:
             return []
         if self._all is None:
-            self._all = self.table.history()
+            self._all = history(self.table, None, self.storage_options)
         return self._all
 
     def txn_at(self, app_id: str, version: int) -> int | None:
@@ -389,6 +389,10 @@ def _log_fs(uri: str, storage_options: dict[str, str] | None) -> Any:
     import pyarrow.fs as pafs
     from deltalake.fs import DeltaStorageHandler
 
+    if "://" not in uri:  # a local path: as the file URI deltalake itself gives (``#`` and ``?`` escaped)
+        from pathlib import Path
+
+        uri = Path(uri).absolute().as_uri()
     return pafs.PyFileSystem(DeltaStorageHandler(uri, storage_options))
 
 
@@ -410,6 +414,26 @@ def read_commit_info(uri: str, version: int, storage_options: dict[str, str] | N
         if line.strip().startswith('{"commitInfo"'):
             return json.loads(line)["commitInfo"]
     return None
+
+
+def history(table: Any, limit: int | None, storage_options: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The commit infos of ``table`` from its version down (``limit`` of them, or all the log holds), newest
+    first, each with its ``version``. deltalake's ``history()`` finds nothing for a folder whose name holds a
+    ``#`` (a URL fragment to it): the log files are then read directly."""
+    found = table.history(limit)
+    at = table.version()
+    if found or at is None or at < 0:
+        return found
+    out = []
+    stop = -1 if limit is None else max(-1, at - limit)
+    for version in range(at, stop, -1):
+        info = read_commit_info(table.table_uri, version, storage_options)
+        if info is None:
+            if version < at and not out:
+                continue
+            break  # log cleanup removed the older ones
+        out.append({**info, "version": version})
+    return out
 
 
 def find_write(
@@ -440,10 +464,10 @@ def status(
     at = table.version()
     # deltalake lists history from the opened version down (an old version's listing can end in a stray
     # entry numbered -1): keep real versions up to the one shown
-    history = [c for c in table.history(max(limit, STATUS_HISTORY)) if 0 <= c.get("version", 0) <= at]
+    listed = [c for c in history(table, max(limit, STATUS_HISTORY), storage_options) if 0 <= c.get("version", 0) <= at]
     app_ids: list[str] = []
     commits = []
-    for commit in history:
+    for commit in listed:
         meta = decode_metadata(commit)
         if meta and meta.get("app_id") not in app_ids:
             app_ids.append(meta["app_id"])

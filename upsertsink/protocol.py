@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from upsertsink import batch as B
-from upsertsink import faults, ledger, markers
+from upsertsink import faults, ledger, markers, table_checks
 from upsertsink.conflicts import RetryableConflict, first_line
 from upsertsink.engines.base import Engine, Marker, PreparedBatch, WriteRequest
 from upsertsink.errors import (
@@ -114,6 +114,7 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
                 if result is not None:
                     return replace(result, attempts=attempt + 1)
                 late = True  # never committed (or not known to be), and the sink applies late batches
+            table_checks.check_writable(snapshot, engine.name, request.target)
             new_columns, casts = B.check_columns(
                 source, target, request.keys, request.sequence, settings.schema_evolution, request.target,
                 engine.null_counts,
@@ -204,10 +205,11 @@ def _attempt(
             store.record(deletes, request.batch_id, settings.retention_us)
             faults.point("tombstones-recorded")
         seen_version = store.version()
-    columns = tuple(c.name for c in (target or engine.columns())) + tuple(c.name for c in new_columns)
+    described = [*(target or engine.columns()), *new_columns]
     plan = MergePlan(
-        request.keys, columns, request.sequence, deletes=request.delete_when is not None,
+        request.keys, tuple(c.name for c in described), request.sequence, deletes=request.delete_when is not None,
         new_columns=tuple(c.name for c in new_columns),
+        map_columns=tuple(c.name for c in described if "map<" in c.type.lower()),
     )
     marker, extra = None, {}
     if request.batch_id is not None:

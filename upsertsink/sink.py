@@ -33,6 +33,17 @@ def _default_app_id(target: str) -> str:
     return f"upsertsink:{name}"
 
 
+def _check_local_path(target: str) -> None:
+    """Refuse a local folder name that deltalake cannot address: delta-rs 1.6 URL-decodes local paths
+    (``%41`` becomes ``A``), and the sink reads its markers with deltalake on both engines."""
+    if "%" in target and ("://" not in target or target.startswith("file://")):
+        raise InvalidInputError(
+            f"target {target}: a local folder whose path holds '%' cannot be used, because deltalake (delta-rs "
+            "1.6), which the sink reads markers with on both engines, URL-decodes local paths ('%41' would be "
+            "read as 'A': another folder). Rename the folder. Nothing was written."
+        )
+
+
 def _absolute(target: str) -> str:
     """A local path as an absolute one (Spark resolves relative paths against its own working directory)."""
     if "://" in target or target.startswith("file:"):
@@ -61,6 +72,7 @@ class UpsertSink:
         if not isinstance(target, str) or not target:
             raise InvalidInputError(f"target must be a Delta table path or URI, got {target!r}")
         self.target = _absolute(target)
+        _check_local_path(self.target)
         self.keys = B.normalize_keys(keys)
         if sequence_by is not None and (not isinstance(sequence_by, str) or not sequence_by):
             raise InvalidInputError(f"{option('sequence_by')} must be a column name, got {sequence_by!r}")

@@ -42,6 +42,9 @@ class MergePlan:
     deletes: bool = False
     upserts: bool = True  # False: a repair plan, whose source holds only deletes (no UPDATE/INSERT clauses)
     new_columns: tuple[str, ...] = ()  # columns this MERGE adds to the table (schema evolution)
+    # columns holding maps (at any depth): Spark's <=> cannot compare maps, so Spark compares their JSON text
+    # (two equal maps written in another entry order then count as changed: one needless, harmless rewrite)
+    map_columns: tuple[str, ...] = ()
 
     @property
     def value_columns(self) -> tuple[str, ...]:
@@ -70,7 +73,10 @@ class MergePlan:
             if c in self.new_columns:  # the table has no such column yet: every stored value is null
                 parts.append(f"({s} IS NOT NULL)")
             else:
-                parts.append(f"NOT ({t} <=> {s})" if dialect == "spark" else f"({t} IS DISTINCT FROM {s})")
+                if dialect == "spark" and c in self.map_columns:
+                    parts.append(f"NOT (to_json({t}) <=> to_json({s}))")
+                else:
+                    parts.append(f"NOT ({t} <=> {s})" if dialect == "spark" else f"({t} IS DISTINCT FROM {s})")
         return "(" + " OR ".join(parts) + ")"
 
     def _flag(self, dialect: Dialect, negate: bool) -> str | None:

@@ -92,6 +92,8 @@ def _spark_project(df: Any, cols: list[str], types: dict[str, Any]) -> Any:
             e = e.cast(target)
         if isinstance(target, T.MapType):  # maps have no equality or hash in Spark: compare sorted entries
             e = F.array_sort(F.map_entries(e))
+        elif "map<" in target.simpleString():  # a map inside a struct or array: compared by its JSON text
+            e = F.to_json(e)
         exprs.append(e.alias(c))
     return df.select(*exprs)
 

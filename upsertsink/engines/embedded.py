@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertsink import batch as B
-from upsertsink import faults, markers
+from upsertsink import faults, markers, table_checks
 from upsertsink import fingerprint as fp
 from upsertsink.arrow_batch import prepare_arrow
 from upsertsink.conflicts import RetryableConflict, deltalake_conflict
@@ -91,6 +91,8 @@ class EmbeddedEngine:
             try:
                 col = pc.cast(table[name], want, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                if pa.types.is_decimal(want) and "data loss" in str(err):
+                    raise _decimal_error(name, table[name], want) from None
                 raise SchemaMismatchError(
                     f"column {name!r} cannot be cast from {table[name].type} to the table's {want}: {err}. "
                     "Nothing was written."
@@ -173,19 +175,44 @@ class EmbeddedEngine:
         except RetryableConflict:
             raise
         except Exception as err:
+            permanent = self._permanent(request, prepared, snapshot, err)
+            if permanent is not None:
+                raise permanent from None
             conflict = deltalake_conflict(err)
             if conflict is not None:
                 raise conflict from err
             raise
 
+    @staticmethod
+    def _permanent(request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, err: BaseException) -> Exception | None:
+        """A refusal that no retry can change (a table feature, rows breaking a constraint), else None."""
+        feature = table_checks.unsupported_feature(err, request.target)
+        if feature is not None:
+            return feature
+        text = str(err)
+        if "Invalid data found" not in text and "failed validation check" not in text:
+            return None
+        rows: pa.Table = prepared.data
+        if DELETE_FLAG in rows.column_names:
+            rows = rows.filter(pc.invert(rows[DELETE_FLAG])).drop_columns([DELETE_FLAG])
+        found = table_checks.arrow_violation(snapshot, rows, request.keys) if snapshot.exists else None
+        what, row = found if found is not None else (None, None)
+        return table_checks.violation_error(request.target, request.keys, what, row, text.strip().splitlines()[0])
+
     def _create(self, request: WriteRequest, prepared: PreparedBatch, props: Any) -> CommitOutcome:
         """The first batch: the table, its data and its marker in one commit (version 0)."""
-        from deltalake import write_deltalake
+        from deltalake import CommitProperties, write_deltalake
 
         data: pa.Table = prepared.data
         if DELETE_FLAG in data.column_names:  # a delete in a new table has nothing to delete
             data = data.filter(pc.invert(data[DELETE_FLAG])).drop_columns([DELETE_FLAG])
         schema = pa.schema([pa.field(f.name, f.type, nullable=True) for f in data.schema])
+        # No commit retries: delta-rs would retry a create that lost the race for version 0 as an append at
+        # version 1 (a blind append conflicts with nothing), storing keys the winner's batch holds a second
+        # time. Losing must be a conflict, after which the protocol MERGEs into the winner's table.
+        props = CommitProperties(
+            custom_metadata=props.custom_metadata, app_transactions=props.app_transactions, max_commit_retries=0,
+        )
         # No column mapping: delta-rs 1.6 would write data that reads back as nulls (see the user guide).
         write_deltalake(
             request.target, data.cast(schema), mode="error", partition_by=list(request.partition_by or []) or None,
@@ -287,6 +314,23 @@ class EmbeddedEngine:
         if table.version() == before:
             return None
         return CommitOutcome(table.version(), 0, 0, int(metrics.get("num_target_rows_deleted", 0)))
+
+
+def _decimal_error(name: str, column: Any, want: pa.DataType) -> SchemaMismatchError:
+    return B.cast_overflow_error(name, _inexact(column, want), str(column.type), str(want))
+
+
+def _inexact(column: Any, want: pa.DataType) -> int:
+    """How many values of ``column`` a cast into the decimal ``want`` would change (round or overflow)."""
+    count = 0
+    for value in column.to_pylist():
+        if value is None:
+            continue
+        try:
+            pc.cast(pa.array([value], column.type), want, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            count += 1
+    return count
 
 
 def _with_metadata(props: Any, **extra: Any) -> Any:

@@ -64,6 +64,15 @@ def _arrow_type(dtype: Any) -> pa.DataType | None:
         return None
 
 
+def _fits(ref: Any, dtype: Any) -> Any:
+    """The value casts to ``dtype`` without loss: a number into a decimal keeps its value (Spark would round
+    1.005 into 1.01; the embedded engine refuses it, and so does this engine: one meaning on both)."""
+    cast = ref.try_cast(dtype)
+    if type(dtype).__name__ == "DecimalType":
+        return cast.isNotNull() & (cast == ref)
+    return cast.isNotNull()
+
+
 def _column(f: Any) -> B.Column:
     arrow = _arrow_type(f.dataType)
     cat = fp.category(arrow) if arrow is not None else f"other:{f.dataType.simpleString()}"
@@ -132,7 +141,7 @@ class SparkEngine:
             if c.name in request.keys and type(c.dataType).__name__ in ("FloatType", "DoubleType"):
                 ref = F.when(ref == F.lit(0.0), F.lit(0.0).cast(c.dataType)).otherwise(ref)
             cols.append(ref.alias(c.name))
-        checks = [(_col(src).isNull() | _col(src).try_cast(types[src]).isNotNull()).alias(name) for name, src in oks]
+        checks = [(_col(src).isNull() | _fits(_col(src), types[src])).alias(name) for name, src in oks]
         return self.df.select(*cols, *checks), [src for _, src in oks]
 
     def _stats(self, df: Any, request: WriteRequest, hashed: list[str], oks: list[str], full: bool) -> list[Any]:

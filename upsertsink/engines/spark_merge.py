@@ -17,10 +17,10 @@ from typing import Any
 import pyarrow as pa
 
 from upsertsink import batch as B
-from upsertsink import faults, markers
-from upsertsink.conflicts import RetryableConflict, first_line, spark_conflict
+from upsertsink import faults, markers, table_checks
+from upsertsink.conflicts import RetryableConflict, first_line, spark_conflict, spark_error_class
 from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteRequest
-from upsertsink.errors import SchemaMismatchError
+from upsertsink.errors import SchemaMismatchError, TableNotWritableError
 from upsertsink.markers import Snapshot
 from upsertsink.pruning import FileRanges, file_ranges
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
@@ -86,9 +86,29 @@ def commit(
         conflict = spark_conflict(err)
         if conflict is not None:
             raise conflict from err
+        condition = spark_error_class(err) or ""
+        if condition.startswith(table_checks.SPARK_CONSTRAINT_CLASSES):
+            found = table_checks.spark_violation(snapshot, _written_rows(prepared.data), request.keys) \
+                if snapshot.exists else None
+            what, row = found if found is not None else (None, None)
+            raise table_checks.violation_error(request.target, request.keys, what, row, first_line(err)) from None
+        if condition == "DELTA_CANNOT_MODIFY_APPEND_ONLY":
+            raise TableNotWritableError(
+                f"table {request.target} is append-only (delta.appendOnly=true): the sink updates and deletes rows "
+                f"by key, which such a table refuses. Nothing was written."
+            ) from None
         if analysis_error(err):
             raise SchemaMismatchError(f"the write into {request.target} was refused: {first_line(err)}") from err
         raise
+
+
+def _written_rows(df: Any) -> Any:
+    """The rows a MERGE of ``df`` writes (its delete rows write nothing), without the delete flag."""
+    from pyspark.sql import functions as F
+
+    if DELETE_FLAG in df.columns:
+        df = df.filter(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
+    return df
 
 def _create(
     request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, Any], marker: Marker | None
@@ -108,9 +128,7 @@ def _create(
         writer = writer.option("delta.columnMapping.mode", "name")
     writer.save(request.target)
     faults.point("table-created")
-    from deltalake import DeltaTable
-
-    commit = DeltaTable(request.target, version=0, storage_options=request.storage_options).history(1)[0]
+    commit = markers.read_commit_info(request.target, 0, request.storage_options) or {}
     inserted = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
     return CommitOutcome(version=0, inserted=inserted, updated=0, deleted=0, files_scanned=0)
 
@@ -300,10 +318,12 @@ def _changed_rows(
     tgt = target.select(*[col(c).alias(f"__t{i}") for i, c in enumerate(cols)])
     idx = {c: i for i, c in enumerate(cols)}
     on = functools.reduce(lambda a, b: a & b, [col(k).eqNullSafe(F.col(f"__t{idx[k]}")) for k in plan.keys])
-    unchanged = functools.reduce(
-        lambda a, b: a & b, [col(c).eqNullSafe(F.col(f"__t{idx[c]}")) for c in plan.value_columns if c in idx],
-        F.lit(True),
-    )
+    def same(c: str) -> Any:  # maps cannot be compared in Spark: their JSON text is (see MergePlan.map_columns)
+        if c in plan.map_columns:
+            return F.to_json(col(c)).eqNullSafe(F.to_json(F.col(f"__t{idx[c]}")))
+        return col(c).eqNullSafe(F.col(f"__t{idx[c]}"))
+
+    unchanged = functools.reduce(lambda a, b: a & b, [same(c) for c in plan.value_columns if c in idx], F.lit(True))
     stale = F.lit(False)
     if plan.sequence is not None and plan.sequence in idx:
         t_seq = F.col(f"__t{idx[plan.sequence]}")

@@ -1,0 +1,222 @@
+"""Issue #22: what production tables do to the sink. Permanent conditions are errors that name their cause and
+are never retried; maps, decimals and odd paths mean the same on both engines. Each case failed before."""
+
+from __future__ import annotations
+
+import decimal
+import os
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from sink_helpers import read_rows, version
+
+from upsertsink import (
+    BatchIdBehindMarkerError,
+    ConcurrentWriteError,
+    ConstraintViolationError,
+    InvalidInputError,
+    SchemaMismatchError,
+    TableNotWritableError,
+    UnsupportedTableFeatureError,
+    UpsertSink,
+    WriteFailedError,
+    diff,
+)
+
+KV = {"id": pa.int64(), "v": pa.int64()}
+
+
+# -- bad input and tables that refuse: clear errors, never retried --------------------------------------------
+
+
+def test_columns_that_differ_only_in_case_are_bad_input(engine, tmp_path):
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "id", schema_evolution=True)
+    sink.write(engine.frame([{"id": 1, "v": 1}], KV), batch_id=1)
+    with pytest.raises(SchemaMismatchError, match=r"only in case: \['v', 'V'\]"):
+        sink.write(engine.frame([{"id": 2, "v": 1, "V": 2}], {**KV, "V": pa.int64()}), batch_id=2)
+    with pytest.raises(SchemaMismatchError, match=r"'V'.*'v'.*only in case") as caught:
+        sink.write(engine.frame([{"id": 2, "V": 2}], {"id": pa.int64(), "V": pa.int64()}), batch_id=2)
+    assert isinstance(caught.value, ValueError) and not isinstance(caught.value, WriteFailedError)
+    assert version(path) == 0 and read_rows(path) == [{"id": 1, "v": 1}]
+
+
+def _add_check(engine, path: str) -> None:
+    if engine.name == "spark":
+        engine.spark.sql(f"ALTER TABLE delta.`{path}` ADD CONSTRAINT v_positive CHECK (v > 0)")
+    else:
+        DeltaTable(path).alter.add_constraint({"v_positive": "v > 0"})
+
+
+def test_a_check_constraint_violation_names_the_constraint_and_a_key_and_is_not_retried(engine, tmp_path):
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "id", max_retries=3)
+    sink.write(engine.frame([{"id": 1, "v": 1}], KV), batch_id=1)
+    _add_check(engine, path)
+    before = version(path)
+    with pytest.raises(ConstraintViolationError) as caught:
+        sink.write(engine.frame([{"id": 2, "v": 5}, {"id": 7, "v": -1}], KV), batch_id=2)
+    message = str(caught.value)
+    assert "v_positive" in message and "id=7" in message and "fails the same way" in message
+    assert isinstance(caught.value, ValueError) and "sending it again is safe" not in message
+    assert version(path) == before and read_rows(path) == [{"id": 1, "v": 1}]
+    assert sink.write(engine.frame([{"id": 2, "v": 5}], KV), batch_id=2).inserted == 1  # the fixed batch goes in
+
+
+def test_a_not_null_constraint_violation_names_the_column(engine, tmp_path):
+    path = str(tmp_path / "t")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64(), nullable=False)])
+    write_deltalake(path, pa.table({"id": [1], "v": [1]}, schema=schema))
+    sink = UpsertSink(path, "id")
+    with pytest.raises(ConstraintViolationError, match=r"NOT NULL column 'v'.*id=3"):
+        sink.write(engine.frame([{"id": 3, "v": None}], KV), batch_id=1)
+    assert version(path) == 0
+
+
+def test_an_append_only_table_is_refused_up_front(engine, tmp_path):
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "id")
+    sink.write(engine.frame([{"id": 1, "v": 1}], KV), batch_id=1)
+    DeltaTable(path).alter.set_table_properties({"delta.appendOnly": "true"})
+    with pytest.raises(TableNotWritableError, match="append-only") as caught:
+        sink.write(engine.frame([{"id": 1, "v": 2}], KV), batch_id=2)
+    assert isinstance(caught.value, ValueError)
+    assert read_rows(path) == [{"id": 1, "v": 1}]
+    # a replay of a committed batch is still skipped and checked
+    assert sink.write(engine.frame([{"id": 1, "v": 1}], KV), batch_id=1).skipped
+
+
+@pytest.mark.parametrize("feature, ddl", [
+    ("type widening", "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')"),
+    ("row tracking", "TBLPROPERTIES ('delta.enableRowTracking' = 'true')"),
+    ("liquid clustering", "CLUSTER BY (id)"),
+])
+def test_a_table_feature_the_embedded_engine_cannot_write_is_named_once_not_retried(spark, tmp_path, feature, ddl):
+    path = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, v BIGINT) USING delta {ddl}")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (1, 1)")
+    before = version(path)
+    sink = UpsertSink(path, "id")
+    with pytest.raises(UnsupportedTableFeatureError) as caught:
+        sink.write(pa.table({"id": [2], "v": [2]}), batch_id=1)
+    message = str(caught.value)
+    assert feature in message and "Spark engine" in message and not isinstance(caught.value, ConcurrentWriteError)
+    assert version(path) == before
+    # the Spark engine writes the same table
+    result = sink.write(spark.createDataFrame(pa.table({"id": [2], "v": [2]}).to_pandas()), batch_id=1)
+    assert result.inserted == 1
+
+
+def test_an_unsupported_feature_in_delta_rs_error_text_is_not_a_conflict():
+    from upsertsink.table_checks import unsupported_feature
+
+    err = Exception("Transaction failed: Unsupported table features required: [TypeWidening]")
+    found = unsupported_feature(err, "/tmp/x")
+    assert isinstance(found, UnsupportedTableFeatureError) and "TypeWidening" in str(found)
+    assert unsupported_feature(Exception("version 3 already exists"), "/tmp/x") is None
+
+
+# -- maps ------------------------------------------------------------------------------------------------------
+
+MAPS = {"id": pa.int64(), "seq": pa.int64(), "tags": pa.map_(pa.string(), pa.int64()),
+        "nested": pa.struct([("attrs", pa.map_(pa.string(), pa.string()))])}
+
+
+def _map_rows(seq: int, a: int, b: int) -> list[dict]:
+    return [
+        {"id": 1, "seq": seq, "tags": [("a", a)], "nested": {"attrs": [("x", "1")]}},
+        {"id": 2, "seq": seq, "tags": [("b", b), ("c", 3)], "nested": {"attrs": None}},
+    ]
+
+
+def test_map_columns_are_written_replayed_and_left_alone_when_unchanged(engine, tmp_path):
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "id", sequence_by="seq")
+    sink.write(engine.frame(_map_rows(1, 1, 2), MAPS), batch_id=1)
+    replay = sink.write(engine.frame(_map_rows(1, 1, 2), MAPS), batch_id=1)
+    assert replay.skipped and replay.replay_check == "matched"
+    resend = sink.write(engine.frame(_map_rows(1, 1, 2), MAPS), batch_id=2)  # same rows, new id: nothing changes
+    assert (resend.inserted, resend.updated, resend.deleted) == (0, 0, 0)
+    newer = sink.write(engine.frame(_map_rows(2, 9, 2), MAPS), batch_id=3)
+    assert newer.updated == 2
+    got = {r["id"]: r["tags"] for r in read_rows(path)}
+    assert got == {1: [("a", 9)], 2: [("b", 2), ("c", 3)]}
+
+
+def test_the_diff_compares_map_columns(engine, tmp_path):
+    left, right = str(tmp_path / "l"), str(tmp_path / "r")
+    UpsertSink(left, "id").write(engine.frame(_map_rows(1, 1, 2), MAPS), batch_id=1)
+    UpsertSink(right, "id").write(engine.frame(_map_rows(1, 5, 2), MAPS), batch_id=1)
+    result = diff(left, right, keys=["id"], engine=engine.name)
+    assert not result.equal and result.changed == 1 and result.changed_columns.get("tags") == 1
+    assert diff(left, left, keys=["id"], engine=engine.name).equal
+
+
+# -- one meaning for every type on both engines ------------------------------------------------------------------
+
+DEC = {"id": pa.int64(), "d": pa.decimal128(10, 2)}
+
+
+def test_a_value_with_more_decimal_places_than_the_column_is_refused_on_both_engines(engine, tmp_path):
+    value, dtype = decimal.Decimal("1.005"), pa.decimal128(10, 3)
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "id")
+    sink.write(engine.frame([{"id": 1, "d": decimal.Decimal("1.00")}], DEC), batch_id=1)
+    with pytest.raises(SchemaMismatchError, match=r"column 'd'.*1 value.*never rounds"):
+        sink.write(engine.frame([{"id": 2, "d": value}], {"id": pa.int64(), "d": dtype}), batch_id=2)
+    # values that fit the scale exactly are cast, on both engines
+    exact = decimal.Decimal("2.500")
+    sink.write(engine.frame([{"id": 2, "d": exact}], {"id": pa.int64(), "d": dtype}), batch_id=2)
+    assert [r["d"] for r in read_rows(path)] == [decimal.Decimal("1.00"), decimal.Decimal("2.50")]
+
+
+# -- paths are taken literally ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["hash#tag", "sp ace ü", "q?mark"])
+def test_odd_folder_names_are_taken_literally(engine, tmp_path, name):
+    path = str(tmp_path / name)
+    sink = UpsertSink(path, "id")
+    sink.write(engine.frame([{"id": 1, "v": 1}], KV), batch_id=1)
+    assert sink.write(engine.frame([{"id": 2, "v": 1}], KV), batch_id=2).inserted == 1
+    assert sink.write(engine.frame([{"id": 2, "v": 1}], KV), batch_id=2).replay_check == "matched"
+    with pytest.raises(BatchIdBehindMarkerError):  # the record of committed ids is read from the log
+        sink.write(engine.frame([{"id": 3, "v": 1}], KV), batch_id=0)
+    assert sink.last_batch_id() == 2
+    assert os.path.isdir(os.path.join(path, "_delta_log"))
+    assert sorted(os.listdir(tmp_path)) == [name]  # nothing written under another name
+    assert [r["id"] for r in read_rows(path)] == [1, 2]
+
+
+def test_a_local_folder_with_a_percent_sign_is_refused_with_the_reason(tmp_path):
+    path = str(tmp_path / "pct%41enc")
+    with pytest.raises(InvalidInputError, match=r"pct%41enc.*'%'.*URL-decodes"):
+        UpsertSink(path, "id")
+    assert os.listdir(tmp_path) == []
+
+
+# -- replays after the schema changed --------------------------------------------------------------------------
+
+
+def test_a_batch_committed_before_a_column_was_added_is_skipped_and_matched_when_sent_again(engine, tmp_path):
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "id", schema_evolution=True)
+    first = [{"id": 1, "v": 1}]
+    sink.write(engine.frame(first, KV), batch_id=1)
+    sink.write(engine.frame([{"id": 2, "v": 1, "extra": "x"}], {**KV, "extra": pa.string()}), batch_id=2)
+    replay = sink.write(engine.frame(first, KV), batch_id=1)
+    assert replay.skipped and replay.replay_check == "matched"
+    assert replay.version == version(path) == 1
+
+
+def test_a_batch_whose_all_null_column_was_given_a_type_later_replays_as_a_match(engine, tmp_path):
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "id", schema_evolution=True)
+    sink.write(engine.frame([{"id": 1, "v": 1}], KV), batch_id=1)
+    with_nulls = [{"id": 2, "v": 1, "extra": None}]
+    sink.write(engine.frame(with_nulls, {**KV, "extra": pa.null()}), batch_id=2)
+    sink.write(engine.frame([{"id": 3, "v": 1, "extra": "x"}], {**KV, "extra": pa.string()}), batch_id=3)
+    replay = sink.write(engine.frame(with_nulls, {**KV, "extra": pa.null()}), batch_id=2)
+    assert replay.skipped and replay.replay_check == "matched"
+    assert [r["extra"] for r in read_rows(path)] == [None, None, "x"]
