@@ -7,6 +7,7 @@ engine. Every batch's time is kept; the files on disk (data, log, the sink's own
 median of batches 1,001-2,000, and the sink's own files bounded.
 
     .venv/bin/python bench/bench_long_stream.py [--engines embedded,spark] [--batches 10000] [--plot]
+    .venv/bin/python bench/bench_long_stream.py --plot-from results/a.json results/b.json   (runs made apart)
 
 Writes bench/results/long_stream.json (and docs/img/long_stream.png with --plot, which needs matplotlib:
 the ``bench`` extra). ``make bench`` runs a short version (--batches 600).
@@ -30,7 +31,8 @@ PLOT = HERE.parent / "docs" / "img" / "long_stream.png"
 
 
 def run(
-    engine: str, batches: int, keys: int, size: int, every: int, work: Path, spark=None, retention: str | None = None
+    engine: str, batches: int, keys: int, size: int, every: int, work: Path, spark=None, retention: str | None = None,
+    vacuum_every: int = 0,
 ) -> dict:
     raw_path, sink_path = make_tables(work, keys, engine, spark, retention)
     raw = RawSpark(spark, raw_path) if engine == "spark" else RawEmbedded(raw_path)
@@ -51,6 +53,9 @@ def run(
             else:
                 sink.write(frame, batch_id=b)
             times[side].append(time.perf_counter() - t)
+        if vacuum_every and (b + 1) % vacuum_every == 0:  # what a user schedules (e.g. daily), on both tables alike
+            for path in (raw_path, sink_path):
+                vacuum(path)
         if (b + 1) % every == 0 or b == batches - 1:
             files.append({"batches": b + 1, "raw": files_on_disk(raw_path), "sink": files_on_disk(sink_path)})
             done = files[-1]
@@ -58,8 +63,16 @@ def run(
                   f"sink {statistics.median(times['sink'][-every:]) * 1000:.1f} ms; files raw {done['raw']} "
                   f"sink {done['sink']} ({time.time() - started:.0f} s)", flush=True)
     return {"engine": engine, "batches": batches, "table_keys": keys, "batch_rows": size, "log_retention": retention,
+            "vacuum_every": vacuum_every,
             "summary": summarize(times), "files": files,
             "times_ms": {k: [round(x * 1000, 2) for x in v] for k, v in times.items()}}
+
+
+def vacuum(path: str) -> None:
+    """VACUUM with the table's own retention (deltalake's, the same call for both tables; untimed)."""
+    from deltalake import DeltaTable
+
+    DeltaTable(path).vacuum(dry_run=False)
 
 
 def summarize(times: dict[str, list[float]]) -> dict:
@@ -126,8 +139,15 @@ def main() -> None:
     ap.add_argument("--plot", action="store_true")
     ap.add_argument("--log-retention", default=None,
                     help="the tables' delta.logRetentionDuration, e.g. 'interval 1 minute' (default: Delta's 30 days)")
+    ap.add_argument("--vacuum-every", type=int, default=0,
+                    help="VACUUM both tables every N batches with their own retention (untimed; default: never)")
     ap.add_argument("--output", default=str(RESULTS))
+    ap.add_argument("--plot-from", nargs="+", metavar="JSON",
+                    help="draw docs/img/long_stream.png from earlier runs' JSON files (one engine each) and exit")
     args = ap.parse_args()
+    if args.plot_from:
+        plot([r for f in args.plot_from for r in json.loads(Path(f).read_text())["results"]])
+        return
     start = machine()
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-long-stream-") as tmp:
@@ -138,7 +158,7 @@ def main() -> None:
 
                 spark = spark_session("bench-long-stream", "local[2]")
             results.append(run(engine, args.batches, args.keys, args.batch_rows, args.sample_every, Path(tmp), spark,
-                               args.log_retention))
+                               args.log_retention, args.vacuum_every))
             print(json.dumps({"engine": engine, **results[-1]["summary"]}), flush=True)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps({"benchmark": "long_stream", "machine": start, "results": results}) + "\n")

@@ -113,7 +113,8 @@ def make_tables(
     work: Path, keys: int, engine: str, spark: Any = None, log_retention: str | None = None
 ) -> tuple[str, str]:
     """Two identical tables of ``keys`` rows (raw and sink), in files of up to 100k rows sorted by key; with
-    ``log_retention`` (e.g. ``"interval 1 minute"``) as their ``delta.logRetentionDuration``."""
+    ``log_retention`` (e.g. ``"interval 1 minute"``) as their ``delta.logRetentionDuration`` and
+    ``delta.deletedFileRetentionDuration``."""
     from deltalake import DeltaTable, write_deltalake
 
     seed = work / f"seed-{engine}-{keys}-{log_retention or 'default'}"
@@ -129,8 +130,9 @@ def make_tables(
         else:
             for i, start in enumerate(range(0, keys, 100_000)):  # one file per 100k keys, in key order
                 write_deltalake(str(seed), table.slice(start, 100_000), mode="error" if i == 0 else "append")
-        if log_retention:
-            DeltaTable(str(seed)).alter.set_table_properties({"delta.logRetentionDuration": log_retention})
+        if log_retention:  # the steady state of a stream older than its retention, compressed: log and removes
+            DeltaTable(str(seed)).alter.set_table_properties(
+                {"delta.logRetentionDuration": log_retention, "delta.deletedFileRetentionDuration": log_retention})
     paths = []
     for side in ("raw", "sink"):
         dst = work / f"{engine}-{keys}-{side}"

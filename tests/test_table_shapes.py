@@ -220,3 +220,34 @@ def test_a_batch_whose_all_null_column_was_given_a_type_later_replays_as_a_match
     replay = sink.write(engine.frame(with_nulls, {**KV, "extra": pa.null()}), batch_id=2)
     assert replay.skipped and replay.replay_check == "matched"
     assert [r["extra"] for r in read_rows(path)] == [None, None, "x"]
+
+
+# -- timestamps ----------------------------------------------------------------------------------------------------
+
+
+def test_a_timestamp_ntz_key_created_by_spark_stays_ntz_when_the_embedded_engine_writes(spark, tmp_path):
+    import datetime
+
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "k")
+    sink.write(spark.sql("SELECT timestamp_ntz'2024-01-01 10:00:00' AS k, 1L AS v"), batch_id=1)
+    naive = pa.table({"k": pa.array([datetime.datetime(2024, 1, 2, 10)], pa.timestamp("us")), "v": [2]})
+    sink.write(naive, batch_id=2)
+    assert sink.write(naive, batch_id=2).replay_check == "matched"
+    assert pa.schema(DeltaTable(path).schema().to_arrow()).field("k").type == pa.timestamp("us")
+    assert [r["k"] for r in read_rows(path, "k")] == [datetime.datetime(2024, 1, 1, 10), datetime.datetime(2024, 1, 2, 10)]
+    got = spark.read.format("delta").load(path).orderBy("k").collect()
+    assert [r["k"] for r in got] == [datetime.datetime(2024, 1, 1, 10), datetime.datetime(2024, 1, 2, 10)]
+
+
+def test_timestamps_at_the_ends_of_the_range_are_written_and_replayed(engine, tmp_path):
+    import datetime
+
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "id")
+    ends = [datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31, 23, 59, 59, 999999)]
+    rows = [{"id": i, "ts": t} for i, t in enumerate(ends)]
+    schema = {"id": pa.int64(), "ts": pa.timestamp("us")}
+    sink.write(engine.frame(rows, schema), batch_id=1)
+    assert sink.write(engine.frame(rows, schema), batch_id=1).replay_check == "matched"
+    assert [r["ts"] for r in read_rows(path)] == ends
