@@ -290,7 +290,7 @@ def test_writers_racing_to_create_the_table_store_each_key_once(tmp_path):
         start = threading.Barrier(4)
         errors: list[BaseException] = []
 
-        def create(w: int) -> None:
+        def create(w: int, path: str = path, start: threading.Barrier = start, errors: list = errors) -> None:
             sink = cdc_sink(path, app_id=f"writer-{w}")
             batch = pa.Table.from_pylist(cdc((1, f"w{w}", 1, "U"), (2 + w, "own", 1, "U")), schema=pa.schema(CDC))
             start.wait()

@@ -30,12 +30,7 @@ EMBEDDED_UNWRITABLE = {
     "rowTracking": "row tracking",
     "typeWidening": "type widening",
     "domainMetadata": "domain metadata",
-    "icebergCompatV1": "Iceberg compatibility (UniForm)",
-    "icebergCompatV2": "Iceberg compatibility (UniForm)",
-    "variantType": "variant columns",
-    "variantType-preview": "variant columns",
-    "collations-preview": "collations",
-}
+}  # others delta-rs refuses are still named, from its own error text (unsupported_feature)
 
 _UNSUPPORTED_TEXT = re.compile(r"Unsupported table features required:\s*\[([^\]]*)\]")
 
