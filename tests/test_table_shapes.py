@@ -174,26 +174,66 @@ def test_a_value_with_more_decimal_places_than_the_column_is_refused_on_both_eng
 # -- paths are taken literally ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["hash#tag", "sp ace ü", "q?mark"])
+CDC = {"id": pa.int64(), "v": pa.int64(), "seq": pa.int64(), "op": pa.string()}
+
+
+def _cdc(*rows: tuple) -> list[dict]:
+    return [dict(zip(CDC, r, strict=True)) for r in rows]
+
+
+# a '%' that does not start an escape (two hex digits) is an ordinary character to both engines
+@pytest.mark.parametrize("name", ["hash#tag", "sp ace ü", "q?mark", "100%", "50%off", "%"])
 def test_odd_folder_names_are_taken_literally(engine, tmp_path, name):
     path = str(tmp_path / name)
-    sink = UpsertSink(path, "id")
-    sink.write(engine.frame([{"id": 1, "v": 1}], KV), batch_id=1)
-    assert sink.write(engine.frame([{"id": 2, "v": 1}], KV), batch_id=2).inserted == 1
-    assert sink.write(engine.frame([{"id": 2, "v": 1}], KV), batch_id=2).replay_check == "matched"
+    sink = UpsertSink(path, "id", sequence_by="seq", delete_when="op = 'D'")
+    sink.write(engine.frame(_cdc((1, 1, 1, "U"), (3, 3, 1, "U")), CDC), batch_id=1)
+    assert sink.write(engine.frame(_cdc((2, 1, 1, "U")), CDC), batch_id=2).inserted == 1
+    assert sink.write(engine.frame(_cdc((2, 1, 1, "U")), CDC), batch_id=2).replay_check == "matched"
     with pytest.raises(BatchIdBehindMarkerError):  # the record of committed ids is read from the log
-        sink.write(engine.frame([{"id": 3, "v": 1}], KV), batch_id=0)
-    assert sink.last_batch_id() == 2
+        sink.write(engine.frame(_cdc((4, 1, 1, "U")), CDC), batch_id=0)
+    # a delete under sequence_by records a tombstone in the folder; a stale row of that key is then dropped
+    assert sink.write(engine.frame(_cdc((3, 0, 5, "D")), CDC), batch_id=3).deleted == 1
+    assert os.listdir(os.path.join(path, "_upsertsink", "tombstones"))
+    stale = sink.write(engine.frame(_cdc((3, 9, 4, "U")), CDC), batch_id=4)
+    assert (stale.inserted, stale.stale) == (0, 1)
+    assert sink.write(engine.frame(_cdc((3, 0, 5, "D")), CDC), batch_id=3).replay_check == "matched"
+    assert sink.last_batch_id() == 4
+    report = sink.maintain()
+    assert report.version == version(path) and [s["tombstones"] for s in report.tombstones] == [1]
     assert os.path.isdir(os.path.join(path, "_delta_log"))
     assert sorted(os.listdir(tmp_path)) == [name]  # nothing written under another name
     assert [r["id"] for r in read_rows(path)] == [1, 2]
+    if engine.name == "spark":  # Spark reads the folder the embedded reader did
+        assert sorted(r["id"] for r in engine.spark.read.format("delta").load(path).collect()) == [1, 2]
 
 
-def test_a_local_folder_with_a_percent_sign_is_refused_with_the_reason(tmp_path):
-    path = str(tmp_path / "pct%41enc")
-    with pytest.raises(InvalidInputError, match=r"pct%41enc.*'%'.*URL-decodes"):
+def test_a_kept_table_handle_is_recognised_under_an_odd_folder_name(tmp_path):
+    """deltalake names a table by its percent-encoded file URI: the commit files under it are found, so the
+    handle is kept between writes (it was reopened on every write)."""
+    from upsertsink import markers
+
+    path = str(tmp_path / "hash#tag ü 100%")
+    UpsertSink(path, "id").write(pa.table({"id": [1]}), batch_id=1)
+    uri = DeltaTable(path).table_uri
+    assert "%23" in uri and markers._commit_file_stamp(uri, 0, None) is not None
+
+
+# '%' and two hex digits: deltalake (delta-rs 1.6) reads the table's log under the name decoded once more
+@pytest.mark.parametrize("name", ["pct%41enc", "a%2Fb", "sp%20ace", "p%41/t"])
+def test_a_local_folder_with_a_percent_escape_is_refused_with_the_reason(tmp_path, name):
+    path = str(tmp_path / name)
+    with pytest.raises(InvalidInputError, match=r"%..'.*URL-decodes"):
         UpsertSink(path, "id")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_percent_escape_behind_a_symbolic_link_is_refused(tmp_path):
+    real = tmp_path / "pct%41enc"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(InvalidInputError, match=r"'%41'.*URL-decodes"):
+        UpsertSink(str(tmp_path / "link"), "id")
+    assert os.listdir(real) == []
 
 
 # -- replays after the schema changed --------------------------------------------------------------------------

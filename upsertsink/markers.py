@@ -71,9 +71,16 @@ def _fingerprint_of(meta: dict[str, Any]) -> Fingerprint | None:
 
 
 def _local(path: str) -> str | None:
+    """The local folder of a path or file URI; None on object storage. deltalake's table URIs are
+    percent-encoded (``hash#tag`` is ``file:///.../hash%23tag/``); a target given as a file URI holds no ``%``
+    (refused by the sink), so decoding it changes nothing."""
     if "://" in path and not path.startswith("file://"):
         return None
-    return path.removeprefix("file://")
+    if path.startswith("file://"):
+        from urllib.parse import unquote
+
+        return unquote(path.removeprefix("file://"))
+    return path
 
 
 def check_target_path(path: str) -> None:

@@ -34,13 +34,42 @@ def _default_app_id(target: str) -> str:
 
 
 def _check_local_path(target: str) -> None:
-    """Refuse a local folder name that deltalake cannot address: delta-rs 1.6 URL-decodes local paths
-    (``%41`` becomes ``A``), and the sink reads its markers with deltalake on both engines."""
-    if "%" in target and ("://" not in target or target.startswith("file://")):
+    """Refuse a local path that deltalake cannot address, since the sink reads the table's log with deltalake
+    on both engines.
+
+    A ``%`` followed by two hex digits (``%41``) anywhere in the folder's real path: delta-rs 1.6 writes the
+    log and the data into the folder, then reads the log files it lists under the name decoded once more
+    (``pct%41enc`` as ``pctAenc``), in delta-kernel's listing, whatever form the path is given in (a plain
+    path, or a file URI that escapes ``%`` as ``%25``; symbolic links are resolved first). Any other ``%``
+    (``100%``) is an ordinary character to both engines. In a ``file:`` URI every ``%`` starts an escape,
+    which the sink's own folders and Spark would not read as deltalake does: such a target is given as a path.
+    """
+    import re
+    from urllib.parse import unquote
+
+    if "://" in target and not target.startswith("file:"):
+        return  # object storage: keys are taken literally by both engines' stores
+    if target.startswith("file:"):
+        if "%" in target:
+            raise InvalidInputError(
+                f"target {target}: a file URI with '%' cannot be used (it starts an escape, which deltalake "
+                "decodes and the sink's own files under the table would not). Give the folder as a plain path. "
+                "Nothing was written."
+            )
+        return
+    real = os.path.realpath(target)
+    for path in (target, real):
+        found = re.search(r"%[0-9A-Fa-f]{2}", path)
+        if found is None:
+            continue
+        escape = found.group(0)
+        through = "" if path == target else f" (its real path, through a symbolic link: {real})"
         raise InvalidInputError(
-            f"target {target}: a local folder whose path holds '%' cannot be used, because deltalake (delta-rs "
-            "1.6), which the sink reads markers with on both engines, URL-decodes local paths ('%41' would be "
-            "read as 'A': another folder). Rename the folder. Nothing was written."
+            f"target {target}: a local folder whose path holds {escape!r}{through} cannot be used: deltalake "
+            "(delta-rs 1.6), which the sink reads the table's log with on both engines, URL-decodes the log "
+            f"files' paths once more when it reads them ({escape!r} would be read as {unquote(escape)!r}: "
+            "another folder). Rename the folder; a '%' not followed by two hex digits is fine. Nothing was "
+            "written."
         )
 
 
