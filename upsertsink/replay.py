@@ -132,7 +132,7 @@ def _vary(df: Any, setting: RunSettings) -> Any:
     """The same rows in ``input_partitions`` partitions, each in a seeded random order."""
     if setting.input_partitions is None or not io.is_spark_frame(df):
         return df
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     order = "__upsertsink_replay_order"
     return (

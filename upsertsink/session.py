@@ -24,6 +24,10 @@ from upsertsink.errors import UpsertSinkError
 log = logging.getLogger(__name__)
 
 SPARK_EXTRA_INSTALL = 'pip install "upsertsink[spark]"'
+CONNECT_EXTRA_INSTALL = 'pip install "upsertsink[connect]"'
+# The Connect client's own packages (pyspark's ``connect`` extra); the server side is the Spark extra.
+_CONNECT_MODULES = (("grpc", "grpcio"), ("grpc_status", "grpcio-status"), ("google.rpc", "googleapis-common-protos"),
+                    ("zstandard", "zstandard"))
 
 _DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -51,6 +55,84 @@ def require_spark(feature: str = "this", *, delta: bool = True) -> None:
             f"{feature} needs Spark, but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
             f"not installed: {SPARK_EXTRA_INSTALL}"
         )
+
+
+def require_connect(feature: str = "this") -> None:
+    """Raise :class:`SparkNotInstalledError` naming ``pip install "upsertsink[connect]"`` when the Spark Connect
+    client's packages (grpcio and friends, or pyspark itself) are missing."""
+    require_spark(feature, delta=False)
+    missing = []
+    for module, dist in _CONNECT_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(dist)
+    if missing:
+        raise SparkNotInstalledError(
+            f"{feature} needs the Spark Connect client, but {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not installed: {CONNECT_EXTRA_INSTALL}"
+        )
+
+
+def is_connect(spark_or_frame: Any) -> bool:
+    """True for a Spark Connect session or DataFrame (no JVM in this process behind it)."""
+    return type(spark_or_frame).__module__.startswith("pyspark.sql.connect")
+
+
+_connect_lock = threading.Lock()
+_connect_url: dict[int, str] = {}  # id(SparkContext) -> the URL of the Connect server started on it
+
+
+def _local_connect_server(app_name: str, master: str | None, conf: dict[str, Any]) -> str:
+    """The URL of a Spark Connect server on this process's local Delta-enabled Spark, started if needed.
+
+    The server runs in the same JVM as the classic session (so one test run holds one JVM); it listens on
+    127.0.0.1 on a free port and runs Python code sent to it (``mapInArrow``, ``foreachBatch``) with this
+    interpreter."""
+    with _connect_lock:
+        classic = spark_session(app_name, master if master is not None else "local[*]", **conf)
+        sc = classic.sparkContext
+        url = _connect_url.get(id(sc))
+        if url is not None:
+            return url
+        jvm = sc._jvm
+        env_conf = jvm.org.apache.spark.SparkEnv.get().conf()
+        if not env_conf.contains("spark.connect.grpc.binding.address"):
+            env_conf.set("spark.connect.grpc.binding.address", "127.0.0.1")
+        if not env_conf.contains("spark.connect.grpc.binding.port"):
+            env_conf.set("spark.connect.grpc.binding.port", "0")  # a free port, read back below
+        service = jvm.org.apache.spark.sql.connect.service.SparkConnectService
+        try:
+            service.start(sc._jsc.sc())
+        except Exception as err:
+            raise UpsertSinkError(f"the local Spark Connect server did not start: {_first_line(err)}") from err
+        module = jvm.java.lang.Class.forName("org.apache.spark.sql.connect.service.SparkConnectService$")
+        port = int(module.getField("MODULE$").get(None).localPort())
+        url = f"sc://127.0.0.1:{port}"
+        _connect_url[id(sc)] = url
+        log.info("Spark Connect server for %s listening at %s", app_name, url)
+        return url
+
+
+def _connect_client(url: str, app_name: str, conf: dict[str, Any]) -> Any:
+    """A new Spark Connect session on the server at ``url`` (its own session id, settings and temp views)."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    builder = ConnectSession.builder.remote(url)
+    for key, value in conf.items():
+        builder = builder.config(key, str(value))
+    try:
+        session = builder.create()
+    except Exception as err:
+        raise UpsertSinkError(f"could not reach the Spark Connect server at {url}: {_first_line(err)}") from err
+    log.debug("Spark Connect session %s on %s for %s", session.session_id, url, app_name)
+    return session
+
+
+def _first_line(err: BaseException) -> str:
+    from upsertsink.io import first_line
+
+    return first_line(err)
 
 
 def spark_installed() -> bool:
@@ -101,8 +183,17 @@ def _submitted() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def spark_session(app_name: str = "upsertsink", master: str | None = None, **conf: Any):
+def spark_session(
+    app_name: str = "upsertsink", master: str | None = None, *, connect: bool = False, remote: str | None = None,
+    **conf: Any,
+):
     """Return a SparkSession with Delta Lake enabled (JARs from ~/.m2, fetched by Maven if missing).
+
+    ``connect=True`` returns a Spark Connect session instead, served by a Connect server this process starts
+    in its own local Delta-enabled Spark (``master``, ``conf`` as below; one server per process, shared by
+    every such session). ``remote="sc://host:port"`` joins a Connect server that already runs (it must have
+    Delta's JARs and settings itself; ``conf`` then holds runtime settings of the new session). Both need the
+    ``upsertsink[connect]`` extra.
 
     ``master`` defaults to ``local[*]``; under ``spark-submit`` the submitted master and ``--jars`` are kept.
     Keyword arguments are Spark settings, e.g. ``spark_session(**{"spark.sql.shuffle.partitions": "8"})``.
@@ -110,6 +201,12 @@ def spark_session(app_name: str = "upsertsink", master: str | None = None, **con
     kept off the terminal: they are logged at DEBUG on ``upsertsink.session``, and shown in the error if
     Spark fails to start. Everything the JVM prints afterwards reaches stderr as usual.
     """
+    if remote is not None or connect:
+        if remote is not None and connect:
+            raise ValueError("spark_session: give connect=True (a local server) or remote=URL (a running one), not both")
+        require_connect("upsertsink.spark_session(connect=True)" if connect else "upsertsink.spark_session(remote=...)")
+        url = remote if remote is not None else _local_connect_server(app_name, master, conf)
+        return _connect_client(url, app_name, {"spark.sql.session.timeZone": "UTC"} if connect else conf)
     require_spark("upsertsink.spark_session()")
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession

@@ -17,7 +17,7 @@ from upsertsink.engines.base import Engine, WriteRequest
 from upsertsink.errors import InvalidInputError, option
 from upsertsink.io import is_spark_frame
 from upsertsink.protocol import Settings, WriteResult, write
-from upsertsink.session import require_spark
+from upsertsink.session import is_connect, require_connect, require_spark
 from upsertsink.storage import deltalake_options
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,12 @@ class UpsertSink:
         )
         try:
             settings = Settings(self.schema_evolution, retention, self.max_retries, self.late_batches)
-            return write(engine, request, settings)
+            if engine.name != "spark":
+                return write(engine, request, settings)
+            from upsertsink.sparkapi import api_for
+
+            with api_for(data):  # Spark columns of the batch's kind: classic or Connect
+                return write(engine, request, settings)
         finally:
             engine.close()
 
@@ -180,7 +185,10 @@ class UpsertSink:
 
     def _engine_for(self, data: Any) -> Engine:
         if is_spark_frame(data):
-            require_spark("UpsertSink.write with a Spark DataFrame")
+            if is_connect(data):  # the server has Delta; the client needs no delta-spark
+                require_connect("UpsertSink.write with a Spark Connect DataFrame")
+            else:
+                require_spark("UpsertSink.write with a Spark DataFrame")
             from upsertsink.engines.spark import SparkEngine
 
             return SparkEngine(data, deltalake_options(self.target, self.storage_options, data.sparkSession))

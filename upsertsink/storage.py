@@ -19,6 +19,8 @@ import sys
 from typing import Any
 from urllib.parse import urlparse
 
+from upsertsink.session import is_connect
+
 log = logging.getLogger(__name__)
 
 S3_SCHEMES = ("s3a", "s3")
@@ -62,11 +64,29 @@ def _active_spark() -> Any:
     return SparkSession.getActiveSession()
 
 
+class _SessionHadoopConf:
+    """Hadoop settings read as ``spark.hadoop.<key>`` from a session's settings (Spark Connect)."""
+
+    def __init__(self, spark: Any):
+        self.spark = spark
+
+    def get(self, key: str) -> str | None:
+        try:
+            return self.spark.conf.get(f"spark.hadoop.{key}", None)
+        except Exception:  # noqa: BLE001 - a setting the server does not show
+            return None
+
+    def getPassword(self, key: str) -> str | None:
+        return self.get(key)
+
+
 class _HadoopConf:
     """The session's Hadoop configuration as S3A sees it for one bucket (per-bucket keys win)."""
 
     def __init__(self, spark: Any, bucket: str):
-        self.conf = spark._jsparkSession.sessionState().newHadoopConf()
+        # Over Spark Connect there is no JVM here: the session's ``spark.hadoop.*`` settings stand in for it
+        # (credential providers on the server are then not consulted; deltalake's default chain is).
+        self.conf = _SessionHadoopConf(spark) if is_connect(spark) else spark._jsparkSession.sessionState().newHadoopConf()
         self.bucket = bucket
 
     def _keys(self, key: str) -> list[str]:
@@ -145,7 +165,9 @@ def s3_options_from_spark(spark: Any, path: str) -> dict[str, str]:
 
 def _spark_conf(spark: Any, key: str) -> str | None:
     value = spark.conf.get(key, None)  # the session's confs, which include the SparkConf it started with
-    return value if value is not None else spark.sparkContext.getConf().get(key, None)
+    if value is not None or is_connect(spark):
+        return value
+    return spark.sparkContext.getConf().get(key, None)
 
 
 # ---------------------------------------------------------------- one S3 store, both engines

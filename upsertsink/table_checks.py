@@ -135,8 +135,7 @@ def arrow_violation(snapshot: Any, rows: Any, keys: tuple[str, ...]) -> tuple[st
 
 def spark_violation(snapshot: Any, df: Any, keys: tuple[str, ...]) -> tuple[str, dict[str, Any] | None] | None:
     """As :func:`arrow_violation`, for a Spark DataFrame (evaluated with Spark SQL, as delta-spark does)."""
-    from pyspark.sql import functions as F
-
+    from upsertsink.sparkapi import F
     from upsertsink.spec import quote
 
     for name in not_null_columns(snapshot):

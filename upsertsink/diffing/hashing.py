@@ -31,7 +31,7 @@ def spark_row_hash(cols: list[str], nullable: Collection[str] | None = None) -> 
 
     Built as one expression of quoted column names (no values), parsed by Spark in one call: building it
     function by function cost a py4j round trip per call, about 0.1 s per comparison."""
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     ordered = sorted(cols)
     maybe_null = [c for c in ordered if nullable is None or c in nullable]
@@ -50,7 +50,7 @@ def nullable_columns(*frames: Any) -> set[str]:
 
 
 def _fingerprint_agg(df: Any, cols: list[str], nullable: Collection[str] | None, tag: int) -> Any:
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     h = F.col("h")
     return df.select(spark_row_hash(cols, nullable).alias("h")).agg(

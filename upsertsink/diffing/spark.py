@@ -81,8 +81,9 @@ def _spark_common_type(name: str, lt: Any, rt: Any) -> Any:
 
 
 def _spark_project(df: Any, cols: list[str], types: dict[str, Any]) -> Any:
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
+
+    from upsertsink.sparkapi import F
 
     exprs = []
     for c in cols:
@@ -103,7 +104,7 @@ def _has_duplicates(df: Any, keys: list[str], rows: int, nullable: set[str], uni
     collision) is settled by an exact group-by. Up to DRIVER_KEY_CHECK_ROWS rows the hashes are checked on the
     driver with ``fingerprint.has_repeats`` (8 bytes a row; ``unique`` when that was done already), much
     cheaper than a distinct count's shuffle."""
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     if unique is None:
         kh = spark_row_hash(keys, nullable).alias("kh")
@@ -169,7 +170,8 @@ def _spark_suspects(
     A key-hash collision only adds rows to the exact comparison; it cannot hide a difference.
     """
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+
+    from upsertsink.sparkapi import F
 
     kh, rh = spark_row_hash(keys, nullable), spark_row_hash(cols, nullable)
 
@@ -214,8 +216,9 @@ def compare(left: Side, right: Side, req: Request, say: Callable[[str], None]) -
     spark = _session((left, right))  # first: says so when the spark extra is missing
     from functools import reduce
 
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
+
+    from upsertsink.sparkapi import F
 
     keys, tol = req.keys, req.tolerance
     lf, rf = _frame(left, spark), _frame(right, spark)

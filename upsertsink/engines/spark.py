@@ -126,7 +126,7 @@ class SparkEngine:
 
     def _canonical(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> tuple[Any, list[str]]:
         """The batch cast to the table's types (with a fits-check column per cast) and float keys normalized."""
-        from pyspark.sql import functions as F
+        from upsertsink.sparkapi import F
 
         float_keys = [k for k in request.keys if type(self.df.schema[k].dataType).__name__ in ("FloatType", "DoubleType")]
         if not casts and not float_keys:
@@ -193,7 +193,7 @@ class SparkEngine:
         return table if table.num_rows <= LOCAL_ROWS else None
 
     def null_counts(self, columns: list[str]) -> dict[str, int]:
-        from pyspark.sql import functions as F
+        from upsertsink.sparkapi import F
 
         row = self._run(lambda: self.df.select(
             *[F.sum(_col(c).isNull().cast("long")).alias(f"n{i}") for i, c in enumerate(columns)]
@@ -218,8 +218,9 @@ class SparkEngine:
             raise
 
     def prepare(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> PreparedBatch:
-        from pyspark.sql import functions as F
         from pyspark.sql.types import BooleanType, NullType
+
+        from upsertsink.sparkapi import F
 
         df, oks = self._canonical(request, target, casts)
         hashed = list(self.df.columns)
@@ -297,8 +298,7 @@ class SparkEngine:
         return replace(prepared.with_data(source), materialize_source=True)
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
+        from upsertsink.sparkapi import F, Window
 
         df = df.dropDuplicates()
         reason = "no sequence_by column to choose a row"
@@ -327,7 +327,7 @@ class SparkEngine:
     def apply_tombstones(
         self, request: WriteRequest, prepared: PreparedBatch, tombstones: pa.Table
     ) -> tuple[PreparedBatch, int]:
-        from pyspark.sql import functions as F
+        from upsertsink.sparkapi import F
 
         if tombstones.num_rows == 0:
             return prepared, 0
@@ -351,7 +351,7 @@ class SparkEngine:
         return prepared.with_data(out.drop(STALE), added_deletes=count), count
 
     def _rows(self, request: WriteRequest, prepared: PreparedBatch, deletes: bool) -> pa.Table:
-        from pyspark.sql import functions as F
+        from upsertsink.sparkapi import F
 
         df = prepared.data
         if deletes and DELETE_FLAG not in df.columns:
@@ -390,7 +390,7 @@ class SparkEngine:
 
 
 def _repeats(df: Any, request: WriteRequest) -> bool:
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     keys = [_col(k) for k in request.keys]
     return not df.groupBy(*keys).count().filter(F.col("count") > 1).isEmpty()

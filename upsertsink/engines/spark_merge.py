@@ -4,6 +4,12 @@ Batch markers go through Delta's session settings ``spark.databricks.delta.write
 which are global to a SparkSession (delta-io/delta#3934). Commits therefore run in a child session
 (``newSession()``, one per thread and user session, kept between writes): concurrent writes from several
 threads never see each other's markers, and the user's session is never changed.
+
+Over Spark Connect there is no JVM in this process (no ``newSession()``, no ``DeltaTable`` API without Delta's
+Connect server plugin): the commit runs as SQL (``MERGE INTO delta.`path` ... USING <temp view>``) in the
+client's own session, whose Delta settings belong to that client alone on the server. They are set for the
+commit and put back afterwards, and the commits of one Connect session are serialised (one lock per session)
+so that two threads sharing it never commit under each other's markers.
 """
 
 from __future__ import annotations
@@ -12,6 +18,9 @@ import functools
 import json
 import logging
 import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +32,7 @@ from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteR
 from upsertsink.errors import SchemaMismatchError, TableNotWritableError
 from upsertsink.markers import Snapshot
 from upsertsink.pruning import FileRanges, file_ranges
+from upsertsink.session import is_connect
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
 from upsertsink.tombstones import SEQUENCE, key_column
 
@@ -33,7 +43,7 @@ _sessions = threading.local()
 
 def col(name: str):
     """A Spark column reference to ``name``, quoted."""
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     return F.col(quote(name, "spark"))
 
@@ -104,7 +114,7 @@ def commit(
 
 def _written_rows(df: Any) -> Any:
     """The rows a MERGE of ``df`` writes (its delete rows write nothing), without the delete flag."""
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     if DELETE_FLAG in df.columns:
         df = df.filter(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
@@ -114,12 +124,12 @@ def _create(
     request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, Any], marker: Marker | None
 ) -> CommitOutcome:
     """The first batch: the table, its data and its marker in one commit (version 0)."""
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     df = prepared.data
     if DELETE_FLAG in df.columns:  # a delete in a new table has nothing to delete
         df = df.filter(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
-    writer = df.write.format("delta").mode("errorifexists").option("userMetadata", json.dumps(metadata))
+    writer = df.write.format("delta").mode("error").option("userMetadata", json.dumps(metadata))
     if marker is not None:
         writer = writer.option("txnAppId", marker.app_id).option("txnVersion", str(marker.version))
     if request.partition_by:
@@ -132,25 +142,123 @@ def _create(
     inserted = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
     return CommitOutcome(version=0, inserted=inserted, updated=0, deleted=0, files_scanned=0)
 
-def _session(spark: Any, metadata: dict[str, Any], marker: Marker | None, materialize: bool = False) -> Any:
-    session = child_session(spark)
-    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata))
-    # Our sources are files or checkpoints, cheap and stable to read twice; a local relation is materialised.
-    session.conf.set("spark.databricks.delta.merge.materializeSource", "auto" if materialize else "none")
-    if marker is not None:
-        session.conf.set("spark.databricks.delta.write.txnAppId", marker.app_id)
-        session.conf.set("spark.databricks.delta.write.txnVersion", str(marker.version))
-    else:
-        session.conf.unset("spark.databricks.delta.write.txnAppId")
-        session.conf.unset("spark.databricks.delta.write.txnVersion")
-    return session
+_COMMIT_CONFS = (
+    "spark.databricks.delta.commitInfo.userMetadata", "spark.databricks.delta.merge.materializeSource",
+    "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion",
+)
+_connect_locks: dict[str, threading.Lock] = {}
+_connect_locks_guard = threading.Lock()
+
+
+def _commit_settings(metadata: dict[str, Any], marker: Marker | None, materialize: bool) -> dict[str, str | None]:
+    return {
+        "spark.databricks.delta.commitInfo.userMetadata": json.dumps(metadata),
+        # Our sources are files or checkpoints, cheap and stable to read twice; a local relation is materialised.
+        "spark.databricks.delta.merge.materializeSource": "auto" if materialize else "none",
+        "spark.databricks.delta.write.txnAppId": None if marker is None else marker.app_id,
+        "spark.databricks.delta.write.txnVersion": None if marker is None else str(marker.version),
+    }
+
+
+@contextmanager
+def _session(
+    spark: Any, metadata: dict[str, Any], marker: Marker | None, materialize: bool = False
+) -> Iterator[Any]:
+    """The session a commit runs in, with its metadata and marker set: a child session on classic Spark; the
+    client's own session over Spark Connect (locked, and its settings put back afterwards)."""
+    settings = _commit_settings(metadata, marker, materialize)
+    if not is_connect(spark):
+        session = child_session(spark)
+        _apply(session, settings)
+        yield session
+        return
+    with _connect_lock(spark):
+        before = {key: spark.conf.get(key, None) for key in _COMMIT_CONFS}
+        _apply(spark, settings)
+        try:
+            yield spark
+        finally:
+            try:
+                _apply(spark, before)
+            except Exception as err:  # noqa: BLE001 - the server is gone: the next write sets them again
+                log.debug("could not restore the Connect session's settings: %s", err)
+
+
+def _apply(session: Any, settings: dict[str, str | None]) -> None:
+    for key, value in settings.items():
+        if value is None:
+            session.conf.unset(key)
+        else:
+            session.conf.set(key, value)
+
+
+def _connect_lock(spark: Any) -> threading.Lock:
+    with _connect_locks_guard:
+        return _connect_locks.setdefault(str(spark.session_id), threading.Lock())
+
+
+def _merge_sql(session: Any, target: str, source: Any, plan: MergePlan, evolve: bool, extra_on: str | None) -> Any:
+    """Run the plan as a SQL ``MERGE`` (Spark Connect), the source registered as a temp view of the session.
+    Returns the metrics rows (none when Delta skipped the MERGE for its txn marker)."""
+    view = f"upsertsink_source_{uuid.uuid4().hex}"
+    on = plan.on("spark")
+    if extra_on is not None:
+        on = f"({on}) AND ({extra_on})"
+    clauses = []
+    if plan.deletes:
+        clauses.append(f"WHEN MATCHED AND {plan.delete_condition('spark')} THEN DELETE")
+    if plan.has_update:
+        assignments = ", ".join(f"{c} = {v}" for c, v in plan.update_set("spark").items())
+        clauses.append(f"WHEN MATCHED AND {plan.update_condition('spark')} THEN UPDATE SET {assignments}")
+    if plan.upserts:
+        values = plan.insert_values("spark")
+        condition = plan.insert_condition("spark")
+        clauses.append(
+            f"WHEN NOT MATCHED{f' AND {condition}' if condition else ''} THEN INSERT ({', '.join(values)}) "
+            f"VALUES ({', '.join(values.values())})"
+        )
+    text = (
+        f"MERGE {'WITH SCHEMA EVOLUTION ' if evolve else ''}INTO delta.{quote(target, 'spark')} AS {TARGET} "
+        f"USING {quote(view, 'spark')} AS {SOURCE} ON {on} " + " ".join(clauses)
+    )
+    source.createOrReplaceTempView(view)
+    try:
+        return session.sql(text).collect()
+    finally:
+        try:
+            session.catalog.dropTempView(view)
+        except Exception as err:  # noqa: BLE001 - a session that is gone takes its views with it
+            log.debug("temp view %s not dropped: %s", view, err)
+
+
+def _pruning_sql(ranges: dict[str, tuple[Any, Any]] | None, found: FileRanges | None) -> str | None:
+    """``_pruning`` as SQL text over the target, for the SQL MERGE; only for integer bounds (``int`` renders
+    exactly, and Delta's MERGE takes no parameter markers), else None: the condition only lets Delta skip files,
+    and without it the MERGE reads the whole table (correct, and conflicting with more concurrent writes)."""
+    def bound(value: Any) -> str:
+        if type(value) is not int:
+            raise TypeError(value)
+        return str(value)
+
+    def between(key: str, lo: Any, hi: Any) -> str:
+        return f"{TARGET}.{quote(key, 'spark')} BETWEEN {bound(lo)} AND {bound(hi)}"
+
+    try:
+        if found is not None and found.narrows:
+            if not found.ranges:
+                return "FALSE"
+            return "(" + " OR ".join(between(found.key, lo, hi) for lo, hi in found.ranges) + ")"
+        parts = [between(k, lo, hi) for k, (lo, hi) in (ranges or {}).items()]
+    except TypeError:
+        return None
+    return " AND ".join(parts) if parts else None
+
 
 def _merge(
     spark: Any, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
     metadata: dict[str, Any], evolve: bool, marker: Marker | None,
 ) -> CommitOutcome:
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     found = file_ranges(snapshot.table, request.keys, prepared.key_values, request.sequence)
     prune = found is None or _worth_pruning(found)
@@ -162,17 +270,30 @@ def _merge(
     else:
         source = _changed_rows(prepared.data, spark, request.target, plan, prepared.key_ranges, prepared.rows, found)
     materialize = prepared.materialize_source and source is prepared.data  # the no-op filter checkpoints its own
-    session = _session(spark, metadata, marker, materialize=materialize)
-    on = F.expr(plan.on("spark"))
-    pruning = _pruning(TARGET, prepared.key_ranges, found) if prune else None
-    if pruning is not None:
-        on = on & pruning  # lets Delta skip target files that cannot hold the batch's keys
-    merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(source.alias(SOURCE), on)
-    if evolve:
-        merge = merge.withSchemaEvolution()
-    merge = _clauses(merge, plan)
     before = snapshot.version
-    metrics = merge.execute().first()
+    with _session(spark, metadata, marker, materialize=materialize) as session:
+        if is_connect(spark):
+            extra = _pruning_sql(prepared.key_ranges, found) if prune else None
+            rows = _merge_sql(session, request.target, source, plan, evolve, extra)
+            metrics = rows[0] if rows else None
+        else:
+            from delta.tables import DeltaTable
+
+            on = F.expr(plan.on("spark"))
+            pruning = _pruning(TARGET, prepared.key_ranges, found) if prune else None
+            if pruning is not None:
+                on = on & pruning  # lets Delta skip target files that cannot hold the batch's keys
+            merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(source.alias(SOURCE), on)
+            if evolve:
+                merge = merge.withSchemaEvolution()
+            metrics = _clauses(merge, plan).execute().first()
+        return _after_merge(session, request, prepared, metadata, marker, metrics, before)
+
+
+def _after_merge(
+    session: Any, request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, Any], marker: Marker | None,
+    metrics: Any, before: int | None,
+) -> CommitOutcome:
     if metrics is None and marker is not None:
         # Delta ran no MERGE at all: the table's txn for the marker's app id had reached its version on the
         # snapshot the MERGE started from (a concurrent writer of the same app id committed meanwhile).
@@ -208,24 +329,28 @@ def _merge(
     )
 
 def repair(spark: Any, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     assert request.sequence is not None
     kc = [key_column(i) for i in range(len(request.keys))]
-    table = DeltaTable.forPath(spark, request.target)
-    seq_type = table.toDF().schema[request.sequence].dataType
+    seq_type = spark.read.format("delta").load(request.target).schema[request.sequence].dataType
     source = spark.createDataFrame(deletes.select([*kc, SEQUENCE])).select(
         *[F.col(c).alias(k) for c, k in zip(kc, request.keys, strict=True)],
         F.col(SEQUENCE).cast(seq_type).alias(request.sequence), F.lit(True).alias(DELETE_FLAG),
     )
     plan = MergePlan(request.keys, (*request.keys, request.sequence), request.sequence, deletes=True, upserts=False)
     try:
-        session = _session(spark, metadata, None)
-        merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(
-            source.alias(SOURCE), F.expr(plan.on("spark"))
-        )
-        metrics = _clauses(merge, plan).execute().first()
+        with _session(spark, metadata, None) as session:
+            if is_connect(spark):
+                rows = _merge_sql(session, request.target, source, plan, False, None)
+                metrics = rows[0] if rows else None
+            else:
+                from delta.tables import DeltaTable
+
+                merge = DeltaTable.forPath(session, request.target).alias(TARGET).merge(
+                    source.alias(SOURCE), F.expr(plan.on("spark"))
+                )
+                metrics = _clauses(merge, plan).execute().first()
     except Exception as err:
         conflict = spark_conflict(err)
         if conflict is not None:
@@ -278,7 +403,7 @@ def _pruning(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None, found
     With file ranges (pruning.py): ``key BETWEEN lo1 AND hi1 OR ...`` over the files that can hold a batch key;
     otherwise ``key BETWEEN batch-min AND batch-max`` for each ranged key.
     """
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     def ref(key: str) -> Any:
         return F.col(f"{alias}.{quote(key, 'spark')}" if alias else quote(key, "spark"))
@@ -308,7 +433,7 @@ def _changed_rows(
     Delta's MERGE rewrites every file holding a matched key, even when the clause conditions leave the row
     as it was; filtering first keeps unchanged rows (and the files holding them) untouched.
     """
-    from pyspark.sql import functions as F
+    from upsertsink.sparkapi import F
 
     target = spark.read.format("delta").load(path)
     pruning = _pruning(None, ranges, found)
