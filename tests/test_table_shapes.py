@@ -207,6 +207,22 @@ def test_odd_folder_names_are_taken_literally(engine, tmp_path, name):
         assert sorted(r["id"] for r in engine.spark.read.format("delta").load(path).collect()) == [1, 2]
 
 
+@pytest.mark.parametrize("name", ["hash#tag", "q?mark", "sp ace ü"])
+def test_a_file_uri_is_taken_literally(engine, tmp_path, name):
+    """deltalake parses a file URI as a URL ('#' ends the path: it wrote the table into 'hash'), Spark and the
+    sink's own files take it literally: the sink escapes '#' and '?' for deltalake."""
+    uri = f"file://{tmp_path}/{name}"
+    sink = UpsertSink(uri, "id", sequence_by="seq", delete_when="op = 'D'")
+    sink.write(engine.frame(_cdc((1, 1, 1, "U"), (3, 3, 1, "U")), CDC), batch_id=1)
+    assert sink.write(engine.frame(_cdc((1, 1, 1, "U"), (3, 3, 1, "U")), CDC), batch_id=1).replay_check == "matched"
+    assert sink.write(engine.frame(_cdc((3, 0, 5, "D")), CDC), batch_id=2).deleted == 1
+    assert sink.write(engine.frame(_cdc((3, 9, 4, "U")), CDC), batch_id=3).stale == 1
+    assert sink.last_batch_id() == 3
+    assert sorted(os.listdir(tmp_path)) == [name]
+    assert os.listdir(os.path.join(tmp_path, name, "_upsertsink", "tombstones"))
+    assert [r["id"] for r in read_rows(str(tmp_path / name))] == [1]
+
+
 def test_a_kept_table_handle_is_recognised_under_an_odd_folder_name(tmp_path):
     """deltalake names a table by its percent-encoded file URI: the commit files under it are found, so the
     handle is kept between writes (it was reopened on every write)."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from upsertsink.errors import NotADeltaTableError
 from upsertsink.fingerprint import Fingerprint
-from upsertsink.tombstones import HELPER_DIRS
+from upsertsink.tombstones import HELPER_DIRS, deltalake_uri
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class Snapshot:
     def txn_at(self, app_id: str, version: int) -> int | None:
         from deltalake import DeltaTable
 
-        table = DeltaTable(self.path, version=version, storage_options=self.storage_options)
+        table = DeltaTable(deltalake_uri(self.path), version=version, storage_options=self.storage_options)
         return table.transaction_version(app_id)
 
     def first_version_reaching(self, app_id: str, at_least: int) -> int | None:
@@ -280,11 +280,11 @@ def open_snapshot(path: str, storage_options: dict[str, str] | None = None) -> S
         except Exception as err:  # noqa: BLE001 - any doubt about a kept handle: open the table again
             log.debug("reopening %s: %s", path, err)
     try:  # opened directly: asking is_deltatable first read the log's listing twice
-        table = DeltaTable(path, storage_options=storage_options)
+        table = DeltaTable(deltalake_uri(path), storage_options=storage_options)
     except TableNotFoundError:
         return Snapshot(path, None, storage_options)
     except Exception:
-        if not DeltaTable.is_deltatable(path, storage_options=storage_options):
+        if not DeltaTable.is_deltatable(deltalake_uri(path), storage_options=storage_options):
             return Snapshot(path, None, storage_options)
         raise
     return Snapshot(path, table, storage_options)
@@ -327,7 +327,7 @@ def latest_version(path: str, storage_options: dict[str, str] | None = None) -> 
 def table_exists(path: str, storage_options: dict[str, str] | None = None) -> bool:
     from deltalake import DeltaTable
 
-    return DeltaTable.is_deltatable(path, storage_options=storage_options)
+    return DeltaTable.is_deltatable(deltalake_uri(path), storage_options=storage_options)
 
 
 def last_batch_id(path: str, app_id: str, storage_options: dict[str, str] | None = None) -> int | None:
@@ -400,6 +400,7 @@ def _log_fs(uri: str, storage_options: dict[str, str] | None) -> Any:
         from pathlib import Path
 
         uri = Path(uri).absolute().as_uri()
+    uri = deltalake_uri(uri)  # a target URI as given (the Spark engine's): its '#' is a character
     return pafs.PyFileSystem(DeltaStorageHandler(uri, storage_options))
 
 
@@ -467,7 +468,7 @@ def status(
     ``version``, the table as it was at that version."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(path, version=version, storage_options=storage_options)
+    table = DeltaTable(deltalake_uri(path), version=version, storage_options=storage_options)
     at = table.version()
     # deltalake lists history from the opened version down (an old version's listing can end in a stray
     # entry numbered -1): keep real versions up to the one shown
@@ -506,7 +507,8 @@ def status(
     return {
         "path": path,
         "version": at,
-        "latest_version": None if version is None else DeltaTable(path, storage_options=storage_options).version(),
+        "latest_version": None if version is None else DeltaTable(
+            deltalake_uri(path), storage_options=storage_options).version(),
         "batches": {a: table.transaction_version(a) for a in app_ids},
         "commits": commits,
     }

@@ -34,21 +34,21 @@ def _default_app_id(target: str) -> str:
 
 
 def _check_local_path(target: str) -> None:
-    """Refuse a local path that deltalake cannot address, since the sink reads the table's log with deltalake
-    on both engines.
+    """Refuse a target that deltalake cannot address, locally or on object storage: the sink reads the
+    table's log with deltalake on both engines.
 
-    A ``%`` followed by two hex digits (``%41``) anywhere in the folder's real path: delta-rs 1.6 writes the
-    log and the data into the folder, then reads the log files it lists under the name decoded once more
-    (``pct%41enc`` as ``pctAenc``), in delta-kernel's listing, whatever form the path is given in (a plain
-    path, or a file URI that escapes ``%`` as ``%25``; symbolic links are resolved first). Any other ``%``
-    (``100%``) is an ordinary character to both engines. In a ``file:`` URI every ``%`` starts an escape,
-    which the sink's own folders and Spark would not read as deltalake does: such a target is given as a path.
+    A ``%`` followed by two hex digits (``%41``) anywhere in the folder's real path or the key: delta-rs 1.6
+    writes the log and the data under the name, then reads the log files it lists under the name decoded
+    once more (``pct%41enc`` as ``pctAenc``, in delta-kernel's listing), in whatever form the name is given (a
+    plain path, a URI that escapes ``%`` as ``%25``; symbolic links are resolved first). Any other ``%``
+    (``100%``) is an ordinary character to both engines, as are ``#``, ``?`` and spaces
+    (``tombstones.deltalake_uri`` escapes them for deltalake). A ``file:`` URI holding a ``%`` is refused
+    too: the sink's own folders take it literally, deltalake as an escape; a plain path says the same.
     """
     import re
     from urllib.parse import unquote
 
-    if "://" in target and not target.startswith("file:"):
-        return  # object storage: keys are taken literally by both engines' stores
+    local = "://" not in target or target.startswith("file:")
     if target.startswith("file:"):
         if "%" in target:
             raise InvalidInputError(
@@ -57,19 +57,20 @@ def _check_local_path(target: str) -> None:
                 "Nothing was written."
             )
         return
-    real = os.path.realpath(target)
+    real = os.path.realpath(target) if local else target
     for path in (target, real):
         found = re.search(r"%[0-9A-Fa-f]{2}", path)
         if found is None:
             continue
         escape = found.group(0)
         through = "" if path == target else f" (its real path, through a symbolic link: {real})"
+        what = "a local folder whose path" if local else "an object-store key that"
         raise InvalidInputError(
-            f"target {target}: a local folder whose path holds {escape!r}{through} cannot be used: deltalake "
-            "(delta-rs 1.6), which the sink reads the table's log with on both engines, URL-decodes the log "
-            f"files' paths once more when it reads them ({escape!r} would be read as {unquote(escape)!r}: "
-            "another folder). Rename the folder; a '%' not followed by two hex digits is fine. Nothing was "
-            "written."
+            f"target {target}: {what} holds {escape!r}{through} cannot be used: deltalake (delta-rs 1.6), "
+            "which the sink reads the table's log with on both engines, URL-decodes the log files' paths once "
+            f"more when it reads them ({escape!r} would be read as {unquote(escape)!r}: another "
+            f"{'folder' if local else 'key'}). Rename it; a '%' not followed by two hex digits is fine. Nothing "
+            "was written."
         )
 
 

@@ -37,6 +37,7 @@ import io
 import json
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -90,6 +91,22 @@ def _now_us() -> int:
 # ---------------------------------------------------------------- a folder of files, local or on a store
 
 
+def deltalake_uri(target: str) -> str:
+    """``target`` in the form deltalake reads as the literal folder or key. Every deltalake call the sink
+    makes (markers, history, the embedded engine, tombstone files on object storage) goes through it.
+
+    A local path is literal to deltalake already. A URI (``s3a://``, ``file://``) is parsed as a URL, so a
+    ``#`` or ``?`` would end the path (``s3a://b/hash#tag`` is the table ``s3a://b/hash``) and ``%`` starts an
+    escape, while Spark (Hadoop's ``Path``) takes every character of it literally: ``%``, ``#`` and ``?`` are
+    escaped. A target holding an escape already (``%`` and two hex digits) is refused by the sink, so such a
+    URI is one deltalake gave (a ``table_uri``) or one escaped here, and is returned as it is.
+    """
+    if "://" not in target or re.search(r"%[0-9A-Fa-f]{2}", target):
+        return target
+    scheme, rest = target.split("://", 1)
+    return f"{scheme}://" + rest.replace("%", "%25").replace("#", "%23").replace("?", "%3F")
+
+
 class _Folder:
     """List, read, write and delete the files of one folder under a target (local or object store)."""
 
@@ -110,7 +127,7 @@ class _Folder:
             import pyarrow.fs as pafs
             from deltalake.fs import DeltaStorageHandler
 
-            self._fs = pafs.PyFileSystem(DeltaStorageHandler(self.target, self.storage_options))
+            self._fs = pafs.PyFileSystem(DeltaStorageHandler(deltalake_uri(self.target), self.storage_options))
         return self._fs
 
     def names(self) -> list[str]:
@@ -177,7 +194,7 @@ class _Folder:
     def _raw_output(self, path: str) -> Any:
         from deltalake.fs import DeltaStorageHandler
 
-        handler = DeltaStorageHandler(self.target, self.storage_options)
+        handler = DeltaStorageHandler(deltalake_uri(self.target), self.storage_options)
         return handler._handler.open_output_stream(path, None)
 
     def delete(self, name: str) -> None:
@@ -484,7 +501,7 @@ class TombstoneStore:
         from deltalake import DeltaTable
 
         try:
-            table = DeltaTable(legacy.uri, storage_options=self.storage_options).to_pyarrow_table()
+            table = DeltaTable(deltalake_uri(legacy.uri), storage_options=self.storage_options).to_pyarrow_table()
         except Exception:  # noqa: BLE001 - no legacy table (object stores: nothing to list first)
             return
         names = [*self.key_columns, SEQUENCE]

@@ -21,7 +21,7 @@ from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Snapshot
 from upsertsink.pruning import FileRanges, file_ranges, sql_literal
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan
-from upsertsink.tombstones import SEQUENCE, key_column, stale_mask
+from upsertsink.tombstones import SEQUENCE, deltalake_uri, key_column, stale_mask
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class EmbeddedEngine:
     def _open(self, path: str):
         from deltalake import DeltaTable
 
-        return DeltaTable(path, storage_options=self.storage_options)
+        return DeltaTable(deltalake_uri(path), storage_options=self.storage_options)
 
     # -------------------------------------------------------------- schema and preparation
 
@@ -215,8 +215,9 @@ class EmbeddedEngine:
         )
         # No column mapping: delta-rs 1.6 would write data that reads back as nulls (see the user guide).
         write_deltalake(
-            request.target, data.cast(schema), mode="error", partition_by=list(request.partition_by or []) or None,
-            commit_properties=props, storage_options=self.storage_options,
+            deltalake_uri(request.target), data.cast(schema), mode="error",
+            partition_by=list(request.partition_by or []) or None, commit_properties=props,
+            storage_options=self.storage_options,
         )
         faults.point("table-created")
         return CommitOutcome(version=0, inserted=data.num_rows, updated=0, deleted=0, files_scanned=0)
