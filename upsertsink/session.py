@@ -123,10 +123,20 @@ def _connect_client(url: str, app_name: str, conf: dict[str, Any]) -> Any:
         builder = builder.config(key, str(value))
     try:
         session = builder.create()
+        _session_urls[str(session.session_id)] = url
     except Exception as err:
         raise UpsertSinkError(f"could not reach the Spark Connect server at {url}: {_first_line(err)}") from err
     log.debug("Spark Connect session %s on %s for %s", session.session_id, url, app_name)
     return session
+
+
+_session_urls: dict[str, str] = {}
+
+
+def connect_url(session: Any) -> str | None:
+    """The ``sc://`` URL of the Connect server a session from :func:`spark_session` talks to (for other
+    processes to join it with ``spark_session(remote=...)``); None for a classic session or another's."""
+    return _session_urls.get(str(getattr(session, "session_id", "")))
 
 
 def _first_line(err: BaseException) -> str:

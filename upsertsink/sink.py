@@ -98,11 +98,16 @@ class UpsertSink:
         max_retries: int = 8,
         storage_options: dict[str, str] | None = None,
         late_batches: str = "refuse",
+        _table_name: str | None = None,
     ):
-        if not isinstance(target, str) or not target:
+        self.table_name = _table_name
+        if _table_name is not None:  # for_table: the location comes from the catalog at the first write
+            self.target: str | None = None
+        elif not isinstance(target, str) or not target:
             raise InvalidInputError(f"target must be a Delta table path or URI, got {target!r}")
-        self.target = _absolute(target)
-        _check_local_path(self.target)
+        else:
+            self.target = _absolute(target)
+            _check_local_path(self.target)
         self.keys = B.normalize_keys(keys)
         if sequence_by is not None and (not isinstance(sequence_by, str) or not sequence_by):
             raise InvalidInputError(f"{option('sequence_by')} must be a column name, got {sequence_by!r}")
@@ -111,7 +116,9 @@ class UpsertSink:
         self.sequence_by = sequence_by
         self._delete_when = predicate.parse(delete_when, option("delete_when")) if delete_when is not None else None
         self.delete_when = delete_when
-        self.app_id = app_id if app_id is not None else _default_app_id(self.target)
+        if app_id is None:
+            app_id = f"upsertsink:{_table_name}" if _table_name is not None else _default_app_id(str(self.target))
+        self.app_id = app_id
         if not isinstance(self.app_id, str) or not self.app_id:
             raise InvalidInputError(f"{option('app_id')} must be a non-empty string, got {app_id!r}")
         if isinstance(partition_by, str):
@@ -136,16 +143,35 @@ class UpsertSink:
             )
         self.late_batches = late_batches
 
+    @classmethod
+    def for_table(cls, name: str, keys: str | list[str], **options: Any) -> UpsertSink:
+        """A sink for the Delta table ``name`` in Spark's catalog (``table``, ``schema.table`` or
+        ``catalog.schema.table``), with the same options as the constructor.
+
+        Writes go through Spark (the batch's session, classic or Spark Connect; a pandas or Arrow batch through
+        the active session); the first write creates the table under that name when it does not exist. The
+        default ``app_id`` is ``upsertsink:<name>``. The sink reads the table's log from its location, so the
+        job needs read access to the table's files (see docs/user-guide.md, "Spark Connect and catalogs")."""
+        from upsertsink import catalog
+
+        if "target" in options or "_table_name" in options:
+            raise InvalidInputError("UpsertSink.for_table takes the table's name, not a target path")
+        return cls("", keys, _table_name=catalog.check_name(name), **options)
+
     # ------------------------------------------------------------------ public
 
     def write(self, data: Any, batch_id: int | None = None) -> WriteResult:
         """Upsert one batch. A committed batch id is skipped (its content checked); one below the app's marker
         that was never committed raises BatchIdBehindMarkerError, or is applied with ``late_batches="apply"``."""
         batch_id = B.check_batch_id(batch_id)
+        if self.table_name is not None:
+            data = self._table_frame(data)
+            self._locate(data.sparkSession, data)
         engine = self._engine_for(data)
         retention = None
         if self.tombstone_retention is not None:
             retention = int(self.tombstone_retention.total_seconds() * 1_000_000)
+        assert self.target is not None
         request = WriteRequest(
             target=self.target, keys=self.keys, sequence=self.sequence_by, delete_when=self._delete_when,
             app_id=self.app_id, batch_id=batch_id,
@@ -165,6 +191,9 @@ class UpsertSink:
 
     def last_batch_id(self) -> int | None:
         """The last batch id committed to the table for this sink's app_id, or None."""
+        if self.table_name is not None and not self._locate(None, None):
+            return None  # no table of that name yet
+        assert self.target is not None
         return markers.last_batch_id(self.target, self.app_id, deltalake_options(self.target, self.storage_options))
 
     def maintain(self) -> Any:
@@ -173,6 +202,9 @@ class UpsertSink:
         docs/user-guide.md, "Running a stream for months"."""
         from upsertsink.maintenance import maintain
 
+        if self.table_name is not None and not self._locate(None, None):
+            raise InvalidInputError(f"table {self.table_name} does not exist: there is nothing to maintain")
+        assert self.target is not None
         return maintain(self.target, deltalake_options(self.target, self.storage_options))
 
     def foreach_batch(self, df: Any, epoch_id: int) -> None:
@@ -180,9 +212,40 @@ class UpsertSink:
         self.write(df, batch_id=int(epoch_id))
 
     def __repr__(self) -> str:
+        if self.table_name is not None:
+            return f"UpsertSink.for_table({self.table_name!r}, keys={list(self.keys)!r}, app_id={self.app_id!r})"
         return f"UpsertSink({self.target!r}, keys={list(self.keys)!r}, app_id={self.app_id!r})"
 
     # ------------------------------------------------------------------ internals
+
+    def _table_frame(self, data: Any) -> Any:
+        """A batch for a named table as a Spark DataFrame: pandas and Arrow go through the active session."""
+        if is_spark_frame(data):
+            return data
+        from upsertsink import catalog
+        from upsertsink.io import to_arrow_table
+
+        spark = catalog.active_session(f"UpsertSink.for_table({self.table_name!r}).write with a pandas or Arrow batch")
+        return spark.createDataFrame(to_arrow_table(data))
+
+    def _locate(self, spark: Any, df: Any) -> bool:
+        """Find (with ``df``: create) the named table; sets ``self.target`` to its location. False when the
+        table does not exist and ``df`` is None."""
+        from upsertsink import catalog
+
+        assert self.table_name is not None
+        if self.target is not None and markers.table_exists(self.target, deltalake_options(self.target, self.storage_options)):
+            return True  # still where the catalog said it was (a dropped table is looked up again)
+        if spark is None:
+            spark = catalog.active_session(f"UpsertSink.for_table({self.table_name!r})")
+        found = catalog.location(spark, self.table_name)
+        if found is None:
+            if df is None:
+                return False
+            found = catalog.create(spark, self.table_name, df, self.partition_by, B.needs_column_mapping(df.columns))
+        _check_local_path(found)
+        self.target = found
+        return True
 
     def _engine_for(self, data: Any) -> Engine:
         if is_spark_frame(data):

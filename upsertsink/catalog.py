@@ -1,0 +1,106 @@
+"""Delta tables named in Spark's catalog (``catalog.schema.table``): finding them, creating them by name.
+
+A sink for a named table (``UpsertSink.for_table``) asks Spark, on the batch's session (classic or Spark
+Connect), where the table lives (``DESCRIBE DETAIL``), creates it under its name when it does not exist
+(``saveAsTable``: registered in the catalog, managed unless the name's schema says otherwise), and then runs
+the write protocol on that location. The sink reads the table's log (its markers and its own bookkeeping)
+from the location with deltalake, so the job needs read access to the table's files; a catalog that hides
+them (Unity Catalog's governed tables) is not supported yet (docs/user-guide.md, "Spark Connect and catalogs").
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from upsertsink.errors import InvalidInputError, NotADeltaTableError, UpsertSinkError
+
+log = logging.getLogger(__name__)
+
+# a.b.c, each part a plain identifier or a back-quoted one (`my table`, with `` for a back-quote inside)
+_PART = r"(?:[A-Za-z_][A-Za-z0-9_]*|`(?:[^`]|``)+`)"
+_NAME = re.compile(rf"^{_PART}(?:\.{_PART}){{0,2}}$")
+
+
+def check_name(name: Any) -> str:
+    """The table name as given, when it is ``table``, ``schema.table`` or ``catalog.schema.table``."""
+    if not isinstance(name, str) or not _NAME.match(name.strip()):
+        raise InvalidInputError(
+            f"table name {name!r} is not a catalog table name: give table, schema.table or catalog.schema.table "
+            "(back-quote a part holding other characters: schema.`my table`)"
+        )
+    return name.strip()
+
+
+def active_session(feature: str) -> Any:
+    """The active Spark session of this thread (classic, or Spark Connect), else a clear UpsertSinkError."""
+    from upsertsink.session import require_spark
+
+    require_spark(feature, delta=False)
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        try:
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            session = ConnectSession.getActiveSession()
+        except ImportError:  # no Connect client installed
+            session = None
+    if session is None:
+        raise UpsertSinkError(
+            f"{feature} needs a Spark session: a table named in a catalog is reached through Spark only. Start one "
+            "first (upsertsink.spark_session(), or spark_session(connect=True) / remote=...) or write a Spark "
+            "DataFrame of it."
+        )
+    return session
+
+
+def location(spark: Any, name: str) -> str | None:
+    """The table's location as a path or URI the sink can read (file: URIs as local paths); None when no table
+    of that name exists. A table that is not a Delta table is refused, naming it."""
+    if not spark.catalog.tableExists(name):
+        return None
+    try:
+        detail = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]
+    except Exception as err:  # noqa: BLE001 - Spark refused: say which table, not the raw engine error
+        from upsertsink.conflicts import first_line
+
+        raise NotADeltaTableError(f"table {name} cannot be written by the sink: {first_line(err)}") from None
+    fmt = str(detail["format"] or "").lower()
+    if fmt != "delta":
+        raise NotADeltaTableError(f"table {name} is a {fmt or 'non-Delta'} table, not a Delta table: the sink MERGEs "
+                                  "into Delta tables only. Nothing was written.")
+    return as_path(str(detail["location"]))
+
+
+def as_path(uri: str) -> str:
+    """``file:/a/b%20c`` as ``/a/b c``; any other URI as it is (``s3a://...``)."""
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+def create(spark: Any, name: str, df: Any, partition_by: list[str] | None, column_mapping: bool) -> str:
+    """Create the Delta table ``name`` with ``df``'s columns (no rows) unless it exists; its location.
+
+    The empty table is version 0; the first batch then commits, with its marker, as version 1. Two writers
+    creating it at once: one creates it, the other finds it."""
+    writer = df.limit(0).write.format("delta").mode("ignore")
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    if column_mapping:
+        writer = writer.option("delta.columnMapping.mode", "name")
+    try:
+        writer.saveAsTable(name)
+    except Exception as err:  # noqa: BLE001 - a lost creation race is fine; anything else is named
+        from upsertsink.conflicts import first_line, spark_error_class
+
+        if (spark_error_class(err) or "") not in ("TABLE_OR_VIEW_ALREADY_EXISTS", "DELTA_TABLE_ALREADY_EXISTS"):
+            raise InvalidInputError(f"table {name} could not be created: {first_line(err)}") from None
+    found = location(spark, name)
+    if found is None:
+        raise UpsertSinkError(f"table {name} was created but the catalog does not show it")
+    log.info("created table %s at %s", name, found)
+    return found
