@@ -128,3 +128,73 @@ class Progress:
             if self._status is not None:
                 self._status.stop()
                 self._status = None
+
+
+# ---------------------------------------------------------------------------- tables named in Spark's catalog
+
+#: Where the docs say how a command run on its own (a new process, a new Spark session) finds the tables of
+#: a persistent metastore.
+_METASTORE_DOCS = "docs/cli.md, 'Tables by name'"
+
+
+def split_table_version(text: str, flag: str = "--table") -> tuple[str, int | None]:
+    """``NAME`` -> ``(NAME, None)``; ``NAME@N`` -> ``(NAME, N)``, the table at version N. NAME is ``table``,
+    ``schema.table`` or ``catalog.schema.table`` (a back-quoted part may hold an ``@`` of its own)."""
+    from upsertsink import catalog
+    from upsertsink.errors import InvalidInputError
+
+    text = text.strip()
+    try:
+        return catalog.check_name(text), None
+    except InvalidInputError:
+        name, sep, version = text.rpartition("@")
+        if not sep:
+            raise
+    if not version.isdigit():
+        raise InvalidInputError(f"{flag} {text!r}: the version after '@' must be a number, e.g. {name}@3")
+    return catalog.check_name(name), int(version)
+
+
+def catalog_session(feature: str, master: str = "local[*]") -> Any:
+    """The Spark session that finds tables by name: the active one of this process (classic, or Spark
+    Connect: e.g. a test's session, whose catalog may live in memory), else ``current_or_new_session``."""
+    from upsertsink.session import current_or_new_session, require_spark
+
+    require_spark(feature)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is None:
+        try:
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            active = ConnectSession.getActiveSession()
+        except ImportError:  # no Connect client installed
+            active = None
+    return active if active is not None else current_or_new_session("upsertsink-cli", master, feature)
+
+
+def table_location(spark: Any, name: str, version: int | None = None) -> str:
+    """Where the Delta table ``name`` lives (``LOCATION@N`` with a version), as the path-based commands
+    take it; a table the catalog does not know is an InvalidInputError naming it."""
+    from upsertsink import catalog
+    from upsertsink.errors import InvalidInputError
+
+    found = catalog.location(spark, name)
+    if found is None:
+        hint = ""
+        try:
+            in_memory = spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "in-memory"
+        except Exception:  # noqa: BLE001 - only a hint: a session that cannot say has none
+            in_memory = False
+        if in_memory:
+            hint = (f" (this Spark session's catalog is in memory and empty in a new process: point the session "
+                    f"at your metastore, see {_METASTORE_DOCS})")
+        raise InvalidInputError(f"table {name} does not exist in Spark's catalog{hint}")
+    return found if version is None else f"{found}@{version}"
+
+
+def locate_table(text: str, feature: str, flag: str = "--table", master: str = "local[*]") -> str:
+    """``NAME`` or ``NAME@N`` given to ``flag`` as the table's location (``LOCATION@N``)."""
+    name, version = split_table_version(text, flag)
+    return table_location(catalog_session(feature, master), name, version)

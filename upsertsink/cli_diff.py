@@ -32,9 +32,24 @@ def _styler() -> Any:
     return lambda text, role: click.style(text, **_COLOURS.get(role, {}))
 
 
+def _sides(paths: list[str], tables: tuple[str, ...]) -> list[tuple[str, str]]:
+    """LEFT and RIGHT as ``(kind, text)``, kind ``path`` or ``table``: the PATH arguments first, then the
+    ``--table`` names, each in the order given; exactly two in all (else a usage error)."""
+    sides = [("path", p) for p in paths] + [("table", t) for t in tables]
+    if len(sides) != 2:
+        raise click.UsageError(
+            f"diff compares two inputs, got {len(sides)}: give LEFT and RIGHT as paths, or name a catalog table "
+            "with --table NAME for either (--table a --table b; PATH --table b)"
+        )
+    return sides
+
+
 @click.command("diff")
-@click.argument("left")
-@click.argument("right")
+@click.argument("left", metavar="[LEFT]", required=False)
+@click.argument("right", metavar="[RIGHT]", required=False)
+@click.option("--table", "tables", multiple=True, metavar="NAME[@N]",
+              help="A Delta table named in Spark's catalog as LEFT or RIGHT (NAME@N: version N); repeat for both. "
+                   "Path arguments come first: PATH --table b compares PATH with b.")
 @click.option(
     "--key", "-k", "keys", multiple=True, required=True,
     help="Key column (repeat, or separate with commas, for a compound key: --key a,b).",
@@ -54,8 +69,9 @@ def _styler() -> Any:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--limit", type=click.IntRange(min=0), default=10, show_default=True, help="Sample rows shown.")
 def diff_command(
-    left: str,
-    right: str,
+    left: str | None,
+    right: str | None,
+    tables: tuple[str, ...],
     keys: tuple[str, ...],
     ignore: tuple[str, ...],
     columns: tuple[str, ...],
@@ -66,17 +82,28 @@ def diff_command(
 ) -> None:
     """Compare two tables row by row by key.
 
-    LEFT and RIGHT are Delta tables (PATH@N for version N), or parquet, csv or json files or folders.
+    LEFT and RIGHT are Delta tables (PATH@N for version N), or parquet, csv or json files or folders; --table
+    NAME (NAME@N) names a Delta table in Spark's catalog instead, for the side(s) no path was given for.
     Exit status: 0 equal, 1 different, 2 error.
     """
+    sides = _sides([p for p in (left, right) if p is not None], tables)
 
     def work() -> tuple[Any, str]:
         from upsertsink.diffing import diff, render
 
         with Progress() as progress:
+            inputs = [text for _, text in sides]
+            if tables:
+                from upsertsink.cli_common import catalog_session, split_table_version, table_location
+
+                progress("finding the tables in Spark's catalog")
+                spark = catalog_session("upsertsink diff --table")
+                for i, (kind, text) in enumerate(sides):
+                    if kind == "table":
+                        inputs[i] = table_location(spark, *split_table_version(text))
             result = diff(
-                left,
-                right,
+                inputs[0],
+                inputs[1],
                 split_columns(keys),
                 columns=split_columns(columns) or None,
                 ignore_columns=split_columns(ignore) or None,
@@ -85,6 +112,9 @@ def diff_command(
                 sample_size=max(limit, 1),
                 progress=progress,
             )
+            for (kind, spec), side in zip(sides, ("left", "right")):
+                if kind == "table":
+                    setattr(result, f"{side}_label", f"table {spec}")
             text = result.to_json(limit) if fmt == "json" else render(result, limit, _styler())
         return result, text
 
@@ -107,12 +137,43 @@ def _parse_inputs(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _parse_tables(values: tuple[str, ...], taken: dict[str, str]) -> dict[str, str]:
+    """``--table INPUT=NAME[@N]`` (or ``--table NAME[@N]``: the input is named after the table's last part)
+    as ``{input: NAME[@N]}``; an input name given twice (here or by --input) is a usage error."""
+    from upsertsink.cli_common import split_table_version
+    from upsertsink.errors import InvalidInputError
+
+    out: dict[str, str] = {}
+    for value in values:
+        head, sep, rest = value.partition("=")
+        given = bool(sep) and head.isidentifier()  # INPUT=NAME (a back-quoted table name may hold an '=')
+        spec = rest if given else value
+        try:
+            name, _ = split_table_version(spec)
+        except InvalidInputError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--table'") from None
+        input_name = head if given else name.rsplit(".", 1)[-1].strip("`")
+        if not input_name.isidentifier():
+            raise click.BadParameter(
+                f"{value!r}: name the input, INPUT=NAME with INPUT a Python identifier", param_hint="'--table'"
+            )
+        if input_name in out or input_name in taken:
+            raise click.BadParameter(f"input {input_name!r} is given twice", param_hint="'--table'")
+        out[input_name] = spec
+    return out
+
+
 @click.command("replay-check")
 @click.argument("target", metavar="MODULE:FUNCTION")
 @click.option("--key", "-k", "keys", multiple=True, required=True,
               help="Key column of the job's output (repeat, or separate with commas).")
 @click.option(
     "--input", "inputs", multiple=True, metavar="NAME=PATH", help="A named input (Delta, parquet, csv, json)."
+)
+@click.option(
+    "--table", "tables", multiple=True, metavar="[INPUT=]NAME[@N]",
+    help="A named input read from the Delta table NAME in Spark's catalog (NAME@N: version N); without INPUT= "
+         "the input is named after the table's last part (--table sales.orders: orders).",
 )
 @click.option(
     "--runs", type=click.IntRange(min=2), default=2, show_default=True, help="How many times to run."
@@ -125,6 +186,7 @@ def replay_check_command(
     target: str,
     keys: tuple[str, ...],
     inputs: tuple[str, ...],
+    tables: tuple[str, ...],
     runs: int,
     tolerance: float | None,
     fmt: str,
@@ -133,9 +195,11 @@ def replay_check_command(
 ) -> None:
     """Run a job several times on the same inputs, varying partitioning and row order, and diff by key.
 
-    The job is FUNCTION(spark, **inputs) -> DataFrame. Exit status: 0 all runs equal, 1 different, 2 error.
+    The job is FUNCTION(spark, **inputs) -> DataFrame; inputs are files and tables by path (--input) or
+    Delta tables named in Spark's catalog (--table). Exit status: 0 all runs equal, 1 different, 2 error.
     """
     named = _parse_inputs(inputs)
+    named_tables = _parse_tables(tables, named)
 
     def work() -> tuple[Any, str]:
         from upsertsink.replay import load_job, read_input, replay_check
@@ -146,6 +210,12 @@ def replay_check_command(
         with Progress() as progress:
             progress("starting Spark")
             spark = current_or_new_session("upsertsink-replay-check", master, "upsertsink replay-check")
+            if named_tables:
+                from upsertsink.cli_common import split_table_version, table_location
+
+                progress("finding the tables in Spark's catalog")
+                named.update({name: table_location(spark, *split_table_version(spec))
+                              for name, spec in named_tables.items()})  # fmt: skip
             frames = {name: read_input(spark, path, f"input {name!r}") for name, path in named.items()}
             result = replay_check(
                 job, spark, split_columns(keys), kwargs=frames, runs=runs, progress=progress, tolerance=tolerance

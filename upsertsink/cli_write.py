@@ -23,7 +23,10 @@ def _table_location(target: str) -> str:
 
 @click.command("write")
 @click.argument("source", metavar="SOURCE")
-@click.option("--target", required=True, help="Delta table path or URI (created on the first write).")
+@click.option("--target", metavar="PATH", help="Delta table path or URI (created on the first write).")
+@click.option("--table", "table_name", metavar="NAME",
+              help="Instead of --target: a Delta table named in Spark's catalog (table, schema.table or "
+                   "catalog.schema.table; created under that name on the first write). Implies --engine spark.")
 @click.option("--key", "keys", multiple=True, required=True,
               help="Merge key column (repeat, or separate with commas: --key a,b).")
 @click.option("--sequence-by", help="A row replaces the stored row only if this column is greater.")
@@ -31,34 +34,57 @@ def _table_location(target: str) -> str:
               help="SQL predicate over the source row that marks a delete, e.g. \"op = 'D'\".")
 @click.option("--batch-id", type=click.IntRange(min=0),
               help="Batch id recorded with the commit; replays skip.")
-@click.option("--app-id", help="Writer identity for batch markers (default: derived from the target).")
+@click.option("--app-id", help="Writer identity for batch markers (default: derived from --target; "
+                                "upsertsink:NAME with --table).")
 @click.option("--engine", type=click.Choice(["spark", "embedded"]), default="embedded", show_default=True,
-              help="embedded: deltalake, no JVM; spark: delta-spark on a local SparkSession.")
+              help="embedded: deltalake, no JVM; spark: delta-spark on a local SparkSession (always with "
+                   "--table).")
 @click.option("--schema-evolution", is_flag=True, help="Add new source columns to the table.")
 @click.option("--late-batches", type=click.Choice(["refuse", "apply"]), default="refuse", show_default=True,
               help="A --batch-id below the app's marker that was never committed: refuse it (exit 2), or "
                    "apply it under the --sequence-by rules (a backfill).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def write(
-    source: str, target: str, keys: tuple[str, ...], sequence_by: str | None, delete_when: str | None,
-    batch_id: int | None, app_id: str | None, engine: str, schema_evolution: bool, late_batches: str,
-    as_json: bool,
+    source: str, target: str | None, table_name: str | None, keys: tuple[str, ...], sequence_by: str | None,
+    delete_when: str | None, batch_id: int | None, app_id: str | None, engine: str, schema_evolution: bool,
+    late_batches: str, as_json: bool,
 ) -> None:
-    """Upsert SOURCE into the Delta table at --target.
+    """Upsert SOURCE into the Delta table at --target, or into the table named --table in Spark's catalog.
 
     SOURCE is a parquet, csv or json file, a folder of such files, or a Delta table (PATH@N: version N).
     """
+    if target is not None and table_name is not None:
+        raise click.UsageError("give --target PATH or --table NAME, not both")
+    if target is None and table_name is None:
+        raise click.UsageError("missing the table to write: give --target PATH or --table NAME")
+    if table_name is not None:
+        ctx = click.get_current_context()
+        if engine == "embedded" and ctx.get_parameter_source("engine") != click.core.ParameterSource.DEFAULT:
+            raise click.UsageError("--table writes through Spark: --engine embedded cannot write a table by name "
+                                   "(leave --engine out, or give --target PATH)")
+        engine = "spark"
+    options = {"sequence_by": sequence_by, "delete_when": delete_when, "app_id": app_id,
+               "schema_evolution": schema_evolution, "late_batches": late_batches}
+    sink: Any = None
 
     def work() -> Any:
+        nonlocal sink
         from upsertsink import io
         from upsertsink.sink import UpsertSink
 
-        sink = UpsertSink(
-            _table_location(target), split_columns(keys), sequence_by=sequence_by, delete_when=delete_when,
-            app_id=app_id, schema_evolution=schema_evolution, late_batches=late_batches,
-        )  # fmt: skip
+        if table_name is not None:
+            from upsertsink import catalog
+
+            sink = UpsertSink.for_table(catalog.check_name(table_name), split_columns(keys), **options)
+        else:
+            assert target is not None
+            sink = UpsertSink(_table_location(target), split_columns(keys), **options)
         src = io.resolve_path(source, "source")
-        if engine == "spark":
+        if table_name is not None:
+            from upsertsink.cli_common import catalog_session
+
+            data = io.read_spark(catalog_session("upsertsink write --table"), src)
+        elif engine == "spark":
             from upsertsink.session import spark_session
 
             data = io.read_spark(spark_session("upsertsink-cli"), src)
@@ -67,8 +93,11 @@ def write(
         return sink.write(data, batch_id=batch_id)
 
     result = run(work)
+    if table_name is not None:
+        target = table_name  # the messages name the table; the JSON gives its location too
     if as_json:
-        click.echo(json.dumps({"target": target, **dataclasses.asdict(result)}))
+        where = {"table": table_name, "target": sink.target} if table_name is not None else {"target": target}
+        click.echo(json.dumps({**where, **dataclasses.asdict(result)}))
         return
     counts = f"{result.inserted} inserted, {result.updated} updated, {result.deleted} deleted"
     if result.skipped:
@@ -108,28 +137,52 @@ def _columns_text(rows: list[dict[str, Any]]) -> list[str]:
     return [line(heads), *(line(c) for c in cells)]
 
 
+def _one_table(path: str | None, table_name: str | None) -> str:
+    """The table a command was given: PATH or --table NAME, exactly one of them (else a usage error)."""
+    if path is not None and table_name is not None:
+        raise click.UsageError("give PATH or --table NAME, not both")
+    if path is None and table_name is None:
+        raise click.UsageError("missing the table: give PATH or --table NAME")
+    return path if path is not None else str(table_name)
+
+
 @click.command("status")
-@click.argument("path", metavar="PATH[@N]")
+@click.argument("path", metavar="[PATH[@N]]", required=False)
+@click.option("--table", "table_name", metavar="NAME[@N]",
+              help="Instead of PATH: a Delta table named in Spark's catalog (NAME@N: at version N).")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(min=0),
               help="How many recent commits to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
-def status(path: str, limit: int, as_json: bool) -> None:
+def status(path: str | None, table_name: str | None, limit: int, as_json: bool) -> None:
     """Show a table's version, the last batch id per app id, and recent commits with their time and counts.
 
-    PATH@N shows the table as it was at version N.
+    PATH@N shows the table as it was at version N; --table NAME (NAME@N) the table of that name in Spark's
+    catalog.
     """
+    label = _one_table(path, table_name)
 
     def work() -> dict[str, Any]:
         from upsertsink import markers
         from upsertsink.io import split_version
 
-        table, version = split_version(path)
+        if table_name is not None:
+            from upsertsink.cli_common import catalog_session, split_table_version, table_location
+
+            name, version = split_table_version(table_name)
+            table = table_location(catalog_session("upsertsink status --table"), name)
+            shown = f"table {name} (at {table})"
+        else:
+            assert path is not None
+            table, version = split_version(path)
+            shown = table
         if not markers.table_exists(table):
-            fail(f"{table} is not a Delta table")
+            fail(f"{shown} is not a Delta table")
         latest = markers.latest_version(table)
         if version is not None and latest is not None and version > latest:
-            fail(f"{table} has no version {version} (latest is {latest})")
+            fail(f"{shown} has no version {version} (latest is {latest})")
         info = markers.status(table, limit=limit, version=version)
+        if table_name is not None:
+            info = {"table": table_name, "location": table, **info}
         for commit in info["commits"]:
             commit["time"] = _commit_time(commit.get("timestamp"))
             labels = [label for label, on in (("marker only", commit["marker_only"]), ("late", commit["late"])) if on]
@@ -142,7 +195,7 @@ def status(path: str, limit: int, as_json: bool) -> None:
         click.echo(json.dumps(info, default=str))
         return
     at = "" if info.get("latest_version") is None else f" (latest is {info['latest_version']})"
-    lines = [f"{path}  version {info['version']}{at}"]
+    lines = [f"{label}  version {info['version']}{at}"]
     if info["batches"]:
         lines += [f"  app {app}: last batch id {last}" for app, last in info["batches"].items()]
     else:
@@ -153,24 +206,33 @@ def status(path: str, limit: int, as_json: bool) -> None:
 
 
 @click.command("maintain")
-@click.argument("path")
+@click.argument("path", required=False)
+@click.option("--table", "table_name", metavar="NAME", help="Instead of PATH: a Delta table named in Spark's catalog.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-def maintain(path: str, as_json: bool) -> None:
+def maintain(path: str | None, table_name: str | None, as_json: bool) -> None:
     """Compact and clean the sink's own bookkeeping in a table, and checkpoint it when due.
 
     Tombstones of every key set are compacted (expired ones dropped), dead writers' temp files removed, a
     checkpoint written when the newest is an interval behind, and Delta's expired log entries removed. The
-    table's data files are not touched (VACUUM stays yours). Writers do all of this as they go.
+    table's data files are not touched (VACUUM stays yours). Writers do all of this as they go. The table is
+    PATH, or --table NAME in Spark's catalog.
     """
+    label = _one_table(path, table_name)
 
     def work() -> Any:
         from upsertsink import markers
         from upsertsink.maintenance import maintain as run_maintenance
         from upsertsink.storage import deltalake_options
 
-        table = _table_location(path)
+        if table_name is not None:
+            from upsertsink import catalog
+            from upsertsink.cli_common import catalog_session, table_location
+
+            table = table_location(catalog_session("upsertsink maintain --table"), catalog.check_name(table_name))
+        else:
+            table = _table_location(label)
         if not markers.table_exists(table, deltalake_options(table)):
-            fail(f"{path} is not a Delta table")
+            fail(f"{label} is not a Delta table")
         return run_maintenance(table, deltalake_options(table))
 
     report = run(work)
