@@ -75,13 +75,16 @@ def check_columns(
     schema_evolution: bool,
     target_name: str,
     null_counts: Callable[[list[str]], dict[str, int]] | None = None,
+    filled: dict[str, str] | None = None,
 ) -> tuple[list[Column], list[str]]:
     """Validate the batch's columns against the table's.
 
     Returns (columns to add to the table, names of source columns whose type must be cast to the table's).
     Raises a SchemaMismatchError naming the columns at fault. ``null_counts`` (the engine's) is asked about
     key and sequence columns whose type does not fit, so that nulls are named as nulls: pandas turns None in
-    an integer column into NaN, which makes the column a float one.
+    an integer column into NaN, which makes the column a float one. ``filled`` names the table's columns
+    that Delta fills in (``table_checks.filled_columns``): the batch may leave those out, and must leave out
+    a ``GENERATED ALWAYS AS IDENTITY`` column, whose values only Delta assigns.
     """
     names = [c.name for c in source]
     if DELETE_FLAG in names:
@@ -112,6 +115,15 @@ def check_columns(
             raise SchemaMismatchError(f"column {c.name!r} has no type (all values null)")
     if target is None:
         return [], []
+    filled = filled or {}
+    given = [n for n in names if filled.get(n) == "identity"]  # table_checks.IDENTITY
+    if given:
+        role = " (a key column: key the sink on columns the batch carries)" if given[0] in keys else ""
+        raise SchemaMismatchError(
+            f"the batch carries column {given[0]!r}{role}, which table {target_name} declares GENERATED ALWAYS AS "
+            "IDENTITY: Delta assigns its values on insert and keeps them on update, and refuses any value a "
+            "write gives it. Drop the column from the batch. Nothing was written."
+        )
     by_name = {c.name: c for c in target}
     folded = {c.name.casefold(): c.name for c in target}
     for c in source:
@@ -127,7 +139,7 @@ def check_columns(
             f"the batch has column(s) {[c.name for c in extra]} that table {target_name} does not have; "
             f"pass {option('schema_evolution', 'True')} to add them, or drop them from the batch"
         )
-    absent = [c.name for c in target if c.name not in names]
+    absent = [c.name for c in target if c.name not in names and c.name not in filled]
     if absent:
         raise SchemaMismatchError(
             f"the batch lacks column(s) {absent} of table {target_name}; send every column of the table"

@@ -117,7 +117,7 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
             table_checks.check_writable(snapshot, engine.name, request.target)
             new_columns, casts = B.check_columns(
                 source, target, request.keys, request.sequence, settings.schema_evolution, request.target,
-                engine.null_counts,
+                engine.null_counts, table_checks.filled_columns(snapshot),
             )
             if prepared is None or prepared.casts != tuple(casts):
                 prepared = engine.prepare(request, target, casts)
@@ -205,11 +205,15 @@ def _attempt(
             store.record(deletes, request.batch_id, settings.retention_us)
             faults.point("tombstones-recorded")
         seen_version = store.version()
-    described = [*(target or engine.columns()), *new_columns]
+    # the table's columns the batch carries (the others are ones Delta fills in: identity, generated)
+    given = {c.name for c in engine.columns()}
+    described = [*(c for c in target or engine.columns() if c.name in given), *new_columns]
+    filled = table_checks.filled_columns(snapshot)
     plan = MergePlan(
         request.keys, tuple(c.name for c in described), request.sequence, deletes=request.delete_when is not None,
         new_columns=tuple(c.name for c in new_columns),
         map_columns=tuple(c.name for c in described if "map<" in c.type.lower()),
+        insert_only=tuple(c.name for c in described if filled.get(c.name) == table_checks.IDENTITY_BY_DEFAULT),
     )
     marker, extra = None, {}
     if request.batch_id is not None:

@@ -226,7 +226,7 @@ class EmbeddedEngine:
         self, request: WriteRequest, prepared: PreparedBatch, table: Any, plan: MergePlan, props: Any,
         new_columns: list[B.Column], marker: Marker | None,
     ) -> CommitOutcome:
-        data: pa.Table = prepared.data
+        data, plan = _with_generated(prepared.data, plan, table, request.target)
         before = table.version()
         found = file_ranges(table, request.keys, prepared.key_values)
         if found is not None:
@@ -315,6 +315,46 @@ class EmbeddedEngine:
         if table.version() == before:
             return None
         return CommitOutcome(table.version(), 0, 0, int(metrics.get("num_target_rows_deleted", 0)))
+
+
+def _with_generated(data: pa.Table, plan: MergePlan, table: Any, target: str) -> tuple[pa.Table, MergePlan]:
+    """The MERGE source with the table's generated columns that the batch leaves out, computed here.
+
+    delta-rs 1.6 computes a generated column (``GENERATED ALWAYS AS (expr)``) for the rows a MERGE inserts,
+    but not for those it updates, and then refuses them in its own validation (``v`` updated, ``v * 2`` kept:
+    "Invalid data found"). The expression is evaluated with DataFusion, as delta-rs evaluates it to validate
+    the rows, and the column is written like any other.
+    """
+    import dataclasses
+
+    from upsertsink.spec import quote
+
+    missing = [
+        (f.name, str(f.metadata["delta.generationExpression"])) for f in table.schema().fields
+        if (f.metadata or {}).get("delta.generationExpression") and f.name not in data.column_names
+    ]
+    if not missing:
+        return data, plan
+    from datafusion import SessionContext
+
+    types = pa.schema(table.schema().to_arrow())
+    row = "__upsertsink_row"
+    indexed = data.append_column(row, pa.array(np.arange(data.num_rows, dtype=np.int64)))
+    ctx = SessionContext()
+    ctx.register_record_batches("batch", [indexed.to_batches() or [pa.RecordBatch.from_pylist([], indexed.schema)]])
+    exprs = ", ".join(f"({expr}) AS {quote(name, 'datafusion')}" for name, expr in missing)
+    try:
+        computed = ctx.sql(f"SELECT {quote(row, 'datafusion')}, {exprs} FROM batch ORDER BY 1").to_arrow_table()
+        for name, _ in missing:
+            data = data.append_column(types.field(name), pc.cast(computed[name], types.field(name).type))
+    except Exception as err:  # noqa: BLE001 - an expression DataFusion cannot evaluate: the batch must carry it
+        shown = ", ".join(f"{name!r} ({expr})" for name, expr in missing)
+        raise SchemaMismatchError(
+            f"the batch lacks generated column(s) {shown} of table {target}, which the embedded engine computes "
+            f"itself (delta-rs 1.6 does not on update) but could not: {str(err).strip().splitlines()[0]}. Send "
+            "the column(s) with their values, or write with the Spark engine. Nothing was written."
+        ) from None
+    return data, dataclasses.replace(plan, columns=(*plan.columns, *(name for name, _ in missing)))
 
 
 def _decimal_error(name: str, column: Any, want: pa.DataType) -> SchemaMismatchError:
