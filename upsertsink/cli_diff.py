@@ -44,12 +44,21 @@ def _sides(paths: list[str], tables: tuple[str, ...]) -> list[tuple[str, str]]:
     return sides
 
 
+def _side_argument(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """LEFT and RIGHT are required unless --table names a side (the count is checked by :func:`_sides`)."""
+    if value is None and not ctx.params.get("tables"):
+        raise click.MissingParameter(ctx=ctx, param=param, param_hint=f"'{str(param.name).upper()}'")
+    return value
+
+
 @click.command("diff")
-@click.argument("left", metavar="[LEFT]", required=False)
-@click.argument("right", metavar="[RIGHT]", required=False)
+# --table is declared before LEFT and RIGHT: their callbacks see it (click processes parameters missing from
+# the command line in declaration order)
 @click.option("--table", "tables", multiple=True, metavar="NAME[@N]",
               help="A Delta table named in Spark's catalog as LEFT or RIGHT (NAME@N: version N); repeat for both. "
                    "Path arguments come first: PATH --table b compares PATH with b.")
+@click.argument("left", required=False, callback=_side_argument)
+@click.argument("right", required=False, callback=_side_argument)
 @click.option(
     "--key", "-k", "keys", multiple=True, required=True,
     help="Key column (repeat, or separate with commas, for a compound key: --key a,b).",
@@ -69,9 +78,9 @@ def _sides(paths: list[str], tables: tuple[str, ...]) -> list[tuple[str, str]]:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--limit", type=click.IntRange(min=0), default=10, show_default=True, help="Sample rows shown.")
 def diff_command(
+    tables: tuple[str, ...],
     left: str | None,
     right: str | None,
-    tables: tuple[str, ...],
     keys: tuple[str, ...],
     ignore: tuple[str, ...],
     columns: tuple[str, ...],
