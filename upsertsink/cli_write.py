@@ -72,10 +72,8 @@ def write(
         from upsertsink import io
         from upsertsink.sink import UpsertSink
 
-        if table_name is not None:
-            from upsertsink import catalog
-
-            sink = UpsertSink.for_table(catalog.check_name(table_name), split_columns(keys), **options)
+        if table_name is not None:  # for_table checks the name
+            sink = UpsertSink.for_table(table_name, split_columns(keys), **options)
         else:
             assert target is not None
             sink = UpsertSink(_table_location(target), split_columns(keys), **options)
