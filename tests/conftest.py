@@ -24,7 +24,7 @@ def connect(spark):
 
 
 def pytest_generate_tests(metafunc):
-    if "engine" in metafunc.fixturenames:
+    if "engine" in metafunc.fixturenames and not hasattr(metafunc.module, "engine"):  # not a module's own
         names = ["embedded", "spark"]
         if metafunc.module.__name__.rsplit(".", 1)[-1] in CONNECT_MODULES:
             names.append("connect")

@@ -23,6 +23,12 @@ _SPARK_CONFLICTS = (
     "ProtocolChangedException", "ConcurrentAppendException", "ConcurrentDeleteReadException",
     "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
 )
+# The same exceptions by their Spark error class (condition), as a Spark Connect client sees them: over
+# Connect the Java exception arrives as a generic one whose error class names the conflict.
+_SPARK_CONFLICT_CLASSES = (
+    "DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_DELETE_READ", "DELTA_CONCURRENT_DELETE_DELETE",
+    "DELTA_CONCURRENT_TRANSACTION", "DELTA_CONCURRENT_WRITE", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED",
+)
 # Spark error classes of a lost race to create the table (both writers saw no table).
 _SPARK_CREATE_RACE = ("DELTA_PATH_EXISTS", "DELTA_TABLE_ALREADY_EXISTS", "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION")
 
@@ -48,6 +54,8 @@ def spark_conflict(err: BaseException) -> RetryableConflict | None:
         return RetryableConflict(first_line(err))
     condition = spark_error_class(err)
     if condition in _SPARK_CREATE_RACE:
+        return RetryableConflict(first_line(err))
+    if condition is not None and condition.split(".", 1)[0] in _SPARK_CONFLICT_CLASSES:
         return RetryableConflict(first_line(err))
     java = getattr(err, "java_exception", None) or getattr(err, "_java_exception", None)
     if java is not None and "FileAlreadyExistsException" in str(java.getClass().getName()):

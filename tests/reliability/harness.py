@@ -93,7 +93,7 @@ def run_writer(
     path: str, feed_file: Path, *, engine: str = "embedded", start: int = 0, stop: int | None = None,
     app_id: str = "feed", fault: str | None = None, fault_mode: str | None = None, timeout: float = 600,
     extra_env: dict[str, str] | None = None, batch_ids: bool = True, result_file: Path | None = None,
-    order: list[int] | None = None, late_batches: str = "refuse",
+    order: list[int] | None = None, late_batches: str = "refuse", remote: str | None = None,
 ) -> subprocess.CompletedProcess:
     """Run writer.py in a child process: batches [start, stop) of the feed, one write each."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UPSERTSINK_FAULT")}
@@ -116,6 +116,8 @@ def run_writer(
         cmd += ["--order", ",".join(map(str, order))]
     if late_batches != "refuse":
         cmd += ["--late-batches", late_batches]
+    if remote is not None:
+        cmd += ["--remote", remote]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 

@@ -1,6 +1,6 @@
 """A writer process for the reliability tests: sends batches of a change feed through UpsertSink.
 
-    python writer.py --path T --feed feed.json [--engine embedded|spark] [--start N] [--stop M]
+    python writer.py --path T --feed feed.json [--engine embedded|spark|connect --remote sc://...] [--start N] [--stop M]
                      [--app-id A] [--no-batch-ids] [--result out.json] [--start-at UNIXTIME]
                      [--order 3,0,2,1] [--late-batches refuse|apply]
 
@@ -29,7 +29,8 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--path", required=True)
     p.add_argument("--feed", required=True)
-    p.add_argument("--engine", default="embedded", choices=["embedded", "spark"])
+    p.add_argument("--engine", default="embedded", choices=["embedded", "spark", "connect"])
+    p.add_argument("--remote", help="with --engine connect: the sc:// URL of the Spark Connect server")
     p.add_argument("--start", type=int, default=0)
     p.add_argument("--stop", type=int)
     p.add_argument("--app-id", default="feed")
@@ -47,6 +48,10 @@ def main() -> int:
         from upsertsink import spark_session
 
         spark = spark_session("upsertsink-reliability", master="local[1]")
+    elif args.engine == "connect":
+        from upsertsink import spark_session
+
+        spark = spark_session("upsertsink-reliability", remote=args.remote)
     if args.start_at:
         time.sleep(max(0.0, args.start_at - time.time()))
     out = open(args.result, "a") if args.result else None  # noqa: SIM115 - closed at the end
