@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from upsertsink import faults
-from upsertsink.tombstones import LEGACY_DIR, TOMBSTONE_ROOT, TombstoneStore, _Folder
+from upsertsink.tombstones import LEGACY_DIR, TOMBSTONE_ROOT, TombstoneStore, _Folder, deltalake_uri
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def maintain(path: str, storage_options: dict[str, str] | None = None) -> Mainte
     """Compact and clean what the sink owns in the table at ``path``; checkpoint the table when due."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(path, storage_options=storage_options)
+    table = DeltaTable(deltalake_uri(path), storage_options=storage_options)
     report = MaintenanceReport(path=path, version=table.version())
     root = _Folder(path, TOMBSTONE_ROOT, storage_options)
     for scope in sorted(_scopes(root)):

@@ -221,13 +221,7 @@ def test_embedded_engine_takes_odd_key_prefixes_literally(store, name):
     assert _ids(path, options) == [1, 3]
 
 
-# maintenance.py opens the table with DeltaTable(path): a '#' or '?' in an object-store URI ends deltalake's
-# path there (it needs tombstones.deltalake_uri(path), in a file this change did not touch)
-MAINTAIN_NAMES = [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="maintenance.py: DeltaTable(path)"))
-                  if "#" in n or "?" in n else n for n in ODD_NAMES]
-
-
-@pytest.mark.parametrize("name", MAINTAIN_NAMES)
+@pytest.mark.parametrize("name", ODD_NAMES)
 def test_maintain_works_under_odd_key_prefixes(store, name):
     options, run = lc.deltalake_options(store), uuid.uuid4().hex[:12]
     path = f"s3a://{store.bucket}/{run}/{name}"
