@@ -76,6 +76,8 @@ class State:
     s3: Proc | None = None
     s3_endpoint: str = ""
     bucket: str = BUCKET
+    connect: Proc | None = None  # a Spark Connect server whose Spark runs on the cluster
+    connect_url: str = ""
 
     @staticmethod
     def path(run_dir: Path) -> Path:
@@ -90,7 +92,9 @@ class State:
         master = Proc(**raw["master"]) if raw.get("master") else None
         s3 = Proc(**raw["s3"]) if raw.get("s3") else None
         workers = {k: Proc(**v) for k, v in raw.get("workers", {}).items()}
-        return State(raw["dir"], raw["master_url"], master, workers, s3, raw["s3_endpoint"], raw["bucket"])
+        connect = Proc(**raw["connect"]) if raw.get("connect") else None
+        return State(raw["dir"], raw["master_url"], master, workers, s3, raw["s3_endpoint"], raw["bucket"],
+                     connect, raw.get("connect_url", ""))
 
 
 # ---------------------------------------------------------------- processes
@@ -209,7 +213,34 @@ def _start_worker(state: State, name: str) -> Proc:
     return Proc(_launch(cmd, log), str(log), port, webui, str(work))
 
 
-def start(run_dir: Path, workers: int = 2, spark: bool = True, storage: bool = True) -> State:
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _start_connect(state: State) -> None:
+    """A Spark Connect server (spark-submit of Spark's SparkConnectServer, with Delta) whose Spark runs on the
+    cluster's master and workers, with the object store's settings when there is one."""
+    port = free_port()
+    log = Path(state.dir) / "connect" / "connect-server.log"
+    cmd = submit_command(state, "", [], cores=2, extra_conf={
+        "spark.connect.grpc.binding.address": HOST, "spark.connect.grpc.binding.port": str(port),
+    })[:-1]  # no job file: the server is the application
+    at = cmd.index("--master")
+    cmd[at:at] = ["--class", "org.apache.spark.sql.connect.service.SparkConnectServer", "--name", "upsertsink-connect"]
+    env = {**_env(), "SPARK_DAEMON_MEMORY": "1g"}  # spark-submit sizes a server's driver as a daemon
+    state.connect = Proc(_launch(cmd, log, env), str(log), port)
+    state.connect_url = f"sc://{HOST}:{port}"
+    state.save()
+    _wait("the Spark Connect server", lambda: _port_open(port), log=str(log))
+
+
+def start(
+    run_dir: Path, workers: int = 2, spark: bool = True, storage: bool = True, connect: bool = False
+) -> State:
     """Start the master, the workers and the object store (what is asked for) and wait until they serve."""
     run_dir = run_dir.resolve()
     if State.path(run_dir).is_file():
@@ -247,6 +278,8 @@ def start(run_dir: Path, workers: int = 2, spark: bool = True, storage: bool = T
         if storage:
             _wait("the object store", lambda: _s3_ready(state), log=state.s3.log if state.s3 else None)
             _create_bucket(state)
+        if spark and connect:
+            _start_connect(state)
     except BaseException:
         stop(run_dir)
         raise
@@ -280,6 +313,9 @@ def stop(run_dir: Path) -> list[str]:
         return []
     state = State.load(run_dir)
     stopped = []
+    if state.connect is not None:
+        _stop_group(state.connect.pid)
+        stopped.append("Spark Connect server")
     for name, proc in state.workers.items():
         _stop_group(proc.pid)
         stopped.append(name)
@@ -375,6 +411,8 @@ def submit_env() -> dict[str, str]:
 
 def _print_env(state: State) -> None:
     print(f"export UPSERTSINK_SPARK_MASTER={state.master_url}")
+    if state.connect_url:
+        print(f"export UPSERTSINK_SPARK_REMOTE={state.connect_url}")
     if state.s3_endpoint:
         print(f"export UPSERTSINK_S3_ENDPOINT={state.s3_endpoint}")
         print(f"export UPSERTSINK_S3_BUCKET={state.bucket}")
@@ -400,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
         sub[name].add_argument("--dir", default=default_dir, help="run directory (default .cluster)")
     sub["start"].add_argument("--workers", type=int, default=2)
     sub["start"].add_argument("--no-storage", action="store_true", help="no object store")
+    sub["start"].add_argument("--connect", action="store_true",
+                              help="also a Spark Connect server in front of the cluster (sc://...)")
     sub["submit"].add_argument("--cores", type=int, default=2, help="spark.cores.max for the job (default 2)")
     sub["submit"].add_argument("job")
     sub["submit"].add_argument("args", nargs=argparse.REMAINDER)
@@ -408,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run_dir = Path(args.dir)
     if args.command == "start":
-        state = start(run_dir, args.workers, storage=not args.no_storage)
+        state = start(run_dir, args.workers, storage=not args.no_storage, connect=args.connect)
         assert state.master is not None
         print(f"Spark master    {state.master_url}  (web UI http://{HOST}:{state.master.webui})")
         for name, proc in state.workers.items():
@@ -416,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         if state.s3_endpoint:
             print(f"object store    {state.s3_endpoint}  bucket s3a://{state.bucket}  key {ACCESS_KEY}  "
                   f"secret {SECRET_KEY}  region {REGION}")
+        if state.connect_url:
+            print(f"Spark Connect   {state.connect_url}  (upsertsink.spark_session(remote=\"{state.connect_url}\"))")
         here = f"--dir {run_dir}" if str(run_dir) != default_dir else ""
         print(f"submit a job:   .venv/bin/python scripts/localcluster.py submit {here} JOB.py [ARGS]")
         print(f"settings:       .venv/bin/python scripts/localcluster.py env {here}")

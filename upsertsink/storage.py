@@ -61,7 +61,10 @@ def _active_spark() -> Any:
         return None
     from pyspark.sql import SparkSession
 
-    return SparkSession.getActiveSession()
+    active = SparkSession.getActiveSession()
+    if active is None and "pyspark.sql.connect.session" in sys.modules:  # a Spark Connect client's session
+        active = sys.modules["pyspark.sql.connect.session"].SparkSession.getActiveSession()
+    return active
 
 
 class _SessionHadoopConf:

@@ -105,3 +105,30 @@ def test_a_worker_killed_mid_write_then_a_resend_converges(cluster, tmp_path, s3
     error = f"{first[-1].get('error')}: {first[-1].get('message', '')[:600]}" if job.returncode else ""
     print(f"worker-loss run: first job exit {job.returncode}; outcomes {[r['outcome'] for r in first]} {error}; "
           f"resend {[r['outcome'] for r in resend]}")
+
+
+CONNECT_JOB = '''
+import json, sys
+from upsertsink import UpsertSink, spark_session
+spark = spark_session(remote=sys.argv[1])
+sink = UpsertSink(sys.argv[2], "id", sequence_by="seq", delete_when="op = 'D'", app_id="connect-job")
+schema = "id long, v string, seq long, op string"
+out = [sink.write(spark.createDataFrame([(1, "a", 1, "U"), (2, "b", 1, "U")], schema), batch_id=0).inserted,
+       sink.write(spark.createDataFrame([(2, None, 2, "D"), (3, "c", 2, "U")], schema), batch_id=1).deleted,
+       sink.write(spark.createDataFrame([(2, None, 2, "D"), (3, "c", 2, "U")], schema), batch_id=1).skipped,
+       sink.write(spark.createDataFrame([(2, "old", 1, "U")], schema), batch_id=2).stale,
+       sink.last_batch_id()]
+print("RESULT " + json.dumps(out))
+'''
+
+
+def test_a_connect_client_writes_on_s3_through_the_server_in_front_of_the_cluster(cluster, s3_path, dl_options):
+    """`make cluster`'s Connect server: a client process with no JVM writes, replays and deletes on S3 (the
+    server's S3A settings reach the sink's deltalake reads through the session's spark.hadoop.* settings)."""
+    assert cluster.connect_url.startswith("sc://")
+    done = subprocess.run([sys.executable, "-c", CONNECT_JOB, cluster.connect_url, s3_path], capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(next(x for x in done.stdout.splitlines() if x.startswith("RESULT ")).removeprefix("RESULT "))
+    assert result == [2, 1, True, 1, 2]
+    assert [r[0] for r in rows(s3_path, dl_options)] == [1, 3]
