@@ -22,8 +22,7 @@ bench: setup
 		--log-retention "interval 1 minute" --output bench/results/long_stream_short.json
 
 # A Spark standalone cluster (master + 2 workers), a Spark Connect server in front of it and an S3 server (moto)
-# on 127.0.0.1, left running for you
-# to try; it prints where everything is and how to stop it (`make cluster-stop`). See docs/deployment.md.
+# on 127.0.0.1, left running for you to try; it prints where everything is and how to stop it (`make cluster-stop`). See docs/deployment.md.
 cluster: setup
 	@.venv/bin/python -m upsertsink.jars ensure --s3a
 	@.venv/bin/python scripts/localcluster.py start --connect
