@@ -26,11 +26,17 @@ def test_the_readme_tour_runs_as_written(spark, tmp_path, monkeypatch):
         # the stream's input and checkpoint go to this test's folder as a reader's would go to theirs
         for rel in ("incoming/orders", "checkpoints/orders"):
             block = block.replace(f'"{rel}"', repr(str(tmp_path / rel)))
+        # the same for the catalog's managed tables: the tour's schema lives in this test's folder
+        block = block.replace('"CREATE SCHEMA IF NOT EXISTS tour"',
+                              repr(f"CREATE SCHEMA IF NOT EXISTS tour LOCATION '{tmp_path / 'warehouse'}'"))
         exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - the README is this repo's own text
     # what the tour promises: order 1 deleted, order 2 paid; the stream's older rows changed nothing
     assert [(r["order_id"], r["status"]) for r in read_rows(str(tmp_path / "tables/orders"), "order_id")] == [
-        (2, "paid")]
-    assert namespace["sink"].last_batch_id() == 43
+        (2, "paid"), (3, "new")]
+    assert namespace["sink"].last_batch_id() == 44  # the last batch came over Spark Connect
+    assert namespace["named"].last_batch_id() == 0
+    assert sorted(r["order_id"] for r in spark.table("tour.orders").collect()) == [1, 2]
+    spark.sql("DROP SCHEMA tour CASCADE")
     assert namespace["stream_sink"].last_batch_id() == 0
     tests = [v for k, v in namespace.items() if k.startswith("test_") and callable(v)]
     assert tests, "the README's pytest example defines a test"
