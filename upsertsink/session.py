@@ -32,6 +32,9 @@ _CONNECT_MODULES = (("grpc", "grpcio"), ("grpc_status", "grpcio-status"), ("goog
 _DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Timestamps as parquet's microsecond type, not INT96: deltalake's readers (the embedded engine, the Arrow
+    # diff) turn INT96 into nanoseconds and wrap dates outside 1677-2262 (issue #22). A user's conf wins.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 
 
