@@ -63,8 +63,7 @@ def require_spark(feature: str = "this", *, delta: bool = True) -> None:
 def require_connect(feature: str = "this") -> None:
     """Raise :class:`SparkNotInstalledError` naming ``pip install "upsertsink[connect]"`` when the Spark Connect
     client's packages (grpcio and friends, or pyspark itself) are missing."""
-    require_spark(feature, delta=False)
-    missing = []
+    missing = [] if spark_installed() else ["pyspark"]
     for module, dist in _CONNECT_MODULES:
         try:
             importlib.import_module(module)
