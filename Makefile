@@ -20,6 +20,7 @@ bench: setup
 	@.venv/bin/python bench/bench_microbatch.py --batches 15 --warmup 3 --tables 5000
 	@.venv/bin/python bench/bench_long_stream.py --engines embedded,spark --batches 600 --sample-every 100 \
 		--log-retention "interval 1 minute" --output bench/results/long_stream_short.json
+	@.venv/bin/python bench/bench_connect.py --micro-batches 10 --large-batches 2 --profile 0 --output bench/results/connect_short.json
 
 # A Spark standalone cluster (master + 2 workers), a Spark Connect server in front of it and an S3 server (moto)
 # on 127.0.0.1, left running for you to try; it prints where everything is and how to stop it (`make cluster-stop`). See docs/deployment.md.
