@@ -80,3 +80,44 @@ def resolve_duplicates(
         examples = sorted({tuple(r) for r in dup[kcols].itertuples(index=False, name=None)}, key=repr)
         raise B.duplicate_error(keys, examples, reason)
     return np.sort(frame["_i"].to_numpy())
+
+
+def apply_tombstones(table: pa.Table, request: WriteRequest, tombstones: pa.Table) -> tuple[pa.Table, int]:
+    """Rows of a prepared Arrow batch made stale by ``tombstones`` (k0..kN, sequence) turned into deletes at the
+    tombstone's sequence; returns (table, stale rows). Shared by the embedded engine and the Spark engine's
+    driver-side micro-batches."""
+    from upsertsink.tombstones import SEQUENCE, key_column, stale_mask
+
+    if tombstones.num_rows == 0:
+        return table, 0
+    kc = [key_column(i) for i in range(len(request.keys))]
+    probe = table.select(list(request.keys)).rename_columns(kc)
+    probe = probe.append_column("_i", pa.array(np.arange(table.num_rows)))
+    joined = probe.join(tombstones.select([*kc, SEQUENCE]), keys=kc, join_type="inner")
+    if joined.num_rows == 0:
+        return table, 0
+    seq_type = table[request.sequence].type
+    tomb = np.full(table.num_rows, None, dtype=object)
+    tomb[joined["_i"].to_numpy()] = pc.cast(joined[SEQUENCE], seq_type).to_numpy(zero_copy_only=False)
+    tomb_seq = pa.chunked_array([pa.array(tomb, seq_type)])
+    stale = stale_mask(table[request.sequence], table[DELETE_FLAG], tomb_seq)
+    count = int(pc.sum(stale).as_py() or 0)
+    if count == 0:
+        return table, 0
+    seq = pc.if_else(stale, tomb_seq, table[request.sequence])
+    table = table.set_column(table.schema.get_field_index(request.sequence), request.sequence, seq)
+    table = table.set_column(table.schema.get_field_index(DELETE_FLAG), DELETE_FLAG, pc.or_(table[DELETE_FLAG], stale))
+    return table, count
+
+
+def key_rows(table: pa.Table, request: WriteRequest, deletes: bool) -> pa.Table:
+    """The batch's delete rows (or its other rows) as (k0..kN, sequence)."""
+    from upsertsink.tombstones import SEQUENCE, key_column
+
+    flag = table[DELETE_FLAG] if DELETE_FLAG in table.column_names else pa.chunked_array(
+        [pa.array(np.zeros(table.num_rows, bool))]
+    )
+    chosen = table.filter(flag if deletes else pc.invert(flag))
+    kc = [key_column(i) for i in range(len(request.keys))]
+    assert request.sequence is not None
+    return chosen.select([*request.keys, request.sequence]).rename_columns([*kc, SEQUENCE])

@@ -69,11 +69,13 @@ class PreparedBatch:
     key_values: pa.Table | None = None  # the key columns' values (Arrow), when small enough to hold
     sequence_range: tuple[Any, Any] | None = None  # (min, max) of the sequence column, when known
     materialize_source: bool = False  # Spark: ``data`` is a local relation that the MERGE should materialise
+    local: pa.Table | None = None  # Spark: ``data``'s rows as Arrow on the driver (a micro-batch prepared there)
 
     def with_data(self, data: Any, rows: int | None = None, added_deletes: int = 0) -> PreparedBatch:
         deletes = None if self.delete_count is None else self.delete_count + added_deletes
         return replace(
-            self, data=data, rows=self.rows if rows is None else rows, delete_count=deletes, materialize_source=False
+            self, data=data, rows=self.rows if rows is None else rows, delete_count=deletes, materialize_source=False,
+            local=None,
         )
 
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from upsertsink import arrow_batch, faults, markers, table_checks
 from upsertsink import batch as B
-from upsertsink import faults, markers, table_checks
 from upsertsink import fingerprint as fp
 from upsertsink.arrow_batch import prepare_arrow
 from upsertsink.conflicts import RetryableConflict, deltalake_conflict
@@ -21,7 +21,7 @@ from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Snapshot
 from upsertsink.pruning import FileRanges, file_ranges, sql_literal
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan
-from upsertsink.tombstones import SEQUENCE, deltalake_uri, key_column, stale_mask
+from upsertsink.tombstones import SEQUENCE, deltalake_uri, key_column
 
 log = logging.getLogger(__name__)
 
@@ -121,36 +121,11 @@ class EmbeddedEngine:
     def apply_tombstones(
         self, request: WriteRequest, prepared: PreparedBatch, tombstones: pa.Table
     ) -> tuple[PreparedBatch, int]:
-        if tombstones.num_rows == 0:
-            return prepared, 0
-        table: pa.Table = prepared.data
-        kc = [key_column(i) for i in range(len(request.keys))]
-        probe = table.select(list(request.keys)).rename_columns(kc)
-        probe = probe.append_column("_i", pa.array(np.arange(table.num_rows)))
-        joined = probe.join(tombstones.select([*kc, SEQUENCE]), keys=kc, join_type="inner")
-        if joined.num_rows == 0:
-            return prepared, 0
-        seq_type = table[request.sequence].type
-        tomb = np.full(table.num_rows, None, dtype=object)
-        tomb[joined["_i"].to_numpy()] = pc.cast(joined[SEQUENCE], seq_type).to_numpy(zero_copy_only=False)
-        tomb_seq = pa.chunked_array([pa.array(tomb, seq_type)])
-        stale = stale_mask(table[request.sequence], table[DELETE_FLAG], tomb_seq)
-        count = int(pc.sum(stale).as_py() or 0)
-        if count == 0:
-            return prepared, 0
-        seq = pc.if_else(stale, tomb_seq, table[request.sequence])
-        table = table.set_column(table.schema.get_field_index(request.sequence), request.sequence, seq)
-        table = table.set_column(table.schema.get_field_index(DELETE_FLAG), DELETE_FLAG, pc.or_(table[DELETE_FLAG], stale))
-        return prepared.with_data(table), count
+        table, count = arrow_batch.apply_tombstones(prepared.data, request, tombstones)
+        return (prepared.with_data(table), count) if count else (prepared, 0)
 
     def _rows(self, request: WriteRequest, prepared: PreparedBatch, deletes: bool) -> pa.Table:
-        table: pa.Table = prepared.data
-        flag = table[DELETE_FLAG] if DELETE_FLAG in table.column_names else pa.chunked_array(
-            [pa.array(np.zeros(table.num_rows, bool))]
-        )
-        chosen = table.filter(flag if deletes else pc.invert(flag))
-        kc = [key_column(i) for i in range(len(request.keys))]
-        return chosen.select([*request.keys, request.sequence]).rename_columns([*kc, SEQUENCE])
+        return arrow_batch.key_rows(prepared.data, request, deletes)
 
     def deletes(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         return self._rows(request, prepared, deletes=True)

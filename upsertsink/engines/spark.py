@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from upsertsink import arrow_batch
 from upsertsink import batch as B
 from upsertsink import fingerprint as fp
 from upsertsink.arrow_batch import prepare_arrow
@@ -291,11 +292,18 @@ class SparkEngine:
                 raise B.cast_overflow_error(name, bad, self.df.schema[name].dataType.simpleString(), types[name].type)
         prepared = prepare_arrow(table.drop_columns(checks), request, casts)
         schema = df.drop(*checks).schema if checks else df.schema
+        return self._local_source(prepared, prepared.data, schema)
+
+    def _local_source(self, prepared: PreparedBatch, table: pa.Table, schema: Any, added_deletes: int = 0) -> PreparedBatch:
+        """``prepared`` with ``table`` (the driver's Arrow rows) as its Spark source, the rows kept beside it:
+        a scratch parquet file on a local master, else a local relation that Delta materialises once rather
+        than shipping its rows with both MERGE passes."""
         if spark_local.local_master(self.spark) and spark_local.file_safe(schema):
-            return prepared.with_data(self._scratch.source(self.spark, prepared.data, schema))
-        # A local relation: Delta materialises it once rather than shipping its rows with both MERGE passes.
-        source = self.spark.createDataFrame(prepared.data, schema=schema)
-        return replace(prepared.with_data(source), materialize_source=True)
+            done = prepared.with_data(self._scratch.source(self.spark, table, schema), added_deletes=added_deletes)
+        else:
+            source = self.spark.createDataFrame(table, schema=schema)
+            done = replace(prepared.with_data(source, added_deletes=added_deletes), materialize_source=True)
+        return replace(done, local=table)
 
     def _resolve_duplicates(self, df: Any, keys: tuple[str, ...], sequence: str | None) -> tuple[Any, int]:
         from upsertsink.sparkapi import F, Window
@@ -321,6 +329,8 @@ class SparkEngine:
     def key_sample(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        if prepared.local is not None:  # no analysis round trip (Spark Connect) for a driver-side micro-batch
+            return prepared.local.select(list(request.keys)).slice(0, 0)
         schema = to_arrow_schema(prepared.data.select(*[_col(k) for k in request.keys]).schema, timezone="UTC")
         return schema.empty_table()
 
@@ -331,6 +341,11 @@ class SparkEngine:
 
         if tombstones.num_rows == 0:
             return prepared, 0
+        if prepared.local is not None:  # a micro-batch held on the driver: matched there, no Spark job
+            table, count = arrow_batch.apply_tombstones(prepared.local, request, tombstones)
+            if count == 0:
+                return prepared, 0
+            return self._local_source(prepared, table, prepared.data.schema, added_deletes=count), count
         df = prepared.data
         kc = [key_column(i) for i in range(len(request.keys))]
         tomb = self.spark.createDataFrame(tombstones.select([*kc, SEQUENCE]))
@@ -353,6 +368,8 @@ class SparkEngine:
     def _rows(self, request: WriteRequest, prepared: PreparedBatch, deletes: bool) -> pa.Table:
         from upsertsink.sparkapi import F
 
+        if prepared.local is not None:
+            return arrow_batch.key_rows(prepared.local, request, deletes)
         df = prepared.data
         if deletes and DELETE_FLAG not in df.columns:
             df = df.limit(0)
