@@ -13,8 +13,9 @@ test: setup
 lint-examples: setup
 	@.venv/bin/upsertsink lint examples
 
-# A short version of the benchmarks (about 15 minutes): the sink against the raw MERGE, micro-batches on both
-# engines, and the long stream (600 batches; the full run is `bench/bench_long_stream.py --batches 10000`).
+# A short version of the benchmarks (about 17 minutes): the sink against the raw MERGE, micro-batches on both
+# engines, the long stream (600 batches; the full run is `bench/bench_long_stream.py --batches 10000`) and the
+# sink over Spark Connect against a raw SQL MERGE.
 bench: setup
 	@.venv/bin/python bench/bench_sink.py --repeat 2
 	@.venv/bin/python bench/bench_microbatch.py --batches 15 --warmup 3 --tables 5000
