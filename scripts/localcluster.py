@@ -221,12 +221,13 @@ def _port_open(port: int) -> bool:
         return False
 
 
-def _start_connect(state: State) -> None:
+def start_connect(state: State) -> None:
     """A Spark Connect server (spark-submit of Spark's SparkConnectServer, with Delta) whose Spark runs on the
-    cluster's master and workers, with the object store's settings when there is one."""
+    cluster's master and workers, with the object store's settings when there is one. It holds one core of
+    the cluster, so that jobs submitted beside it still get executors."""
     port = free_port()
     log = Path(state.dir) / "connect" / "connect-server.log"
-    cmd = submit_command(state, "", [], cores=2, extra_conf={
+    cmd = submit_command(state, "", [], cores=1, extra_conf={
         "spark.connect.grpc.binding.address": HOST, "spark.connect.grpc.binding.port": str(port),
     })[:-1]  # no job file: the server is the application
     at = cmd.index("--master")
@@ -236,6 +237,14 @@ def _start_connect(state: State) -> None:
     state.connect_url = f"sc://{HOST}:{port}"
     state.save()
     _wait("the Spark Connect server", lambda: _port_open(port), log=str(log))
+
+
+def stop_connect(state: State) -> None:
+    """Stop the Connect server started by :func:`start_connect` (its cores go back to the cluster)."""
+    if state.connect is not None:
+        _stop_group(state.connect.pid)
+        state.connect, state.connect_url = None, ""
+        state.save()
 
 
 def start(
@@ -279,7 +288,7 @@ def start(
             _wait("the object store", lambda: _s3_ready(state), log=state.s3.log if state.s3 else None)
             _create_bucket(state)
         if spark and connect:
-            _start_connect(state)
+            start_connect(state)
     except BaseException:
         stop(run_dir)
         raise

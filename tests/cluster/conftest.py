@@ -47,11 +47,10 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
-    """A master, two workers (1 core, 1 GiB each), the object store and a Spark Connect server in front of the
-    cluster; stopped at the end whatever happens."""
+    """A master, two workers (1 core, 1 GiB each) and the object store; stopped at the end whatever happens."""
     run_dir = tmp_path_factory.mktemp("cluster")
     try:
-        state = lc.start(run_dir, workers=2, connect=True)
+        state = lc.start(run_dir, workers=2)
         yield state
     finally:
         lc.stop(run_dir)

@@ -125,9 +125,13 @@ print("RESULT " + json.dumps(out))
 def test_a_connect_client_writes_on_s3_through_the_server_in_front_of_the_cluster(cluster, s3_path, dl_options):
     """`make cluster`'s Connect server: a client process with no JVM writes, replays and deletes on S3 (the
     server's S3A settings reach the sink's deltalake reads through the session's spark.hadoop.* settings)."""
-    assert cluster.connect_url.startswith("sc://")
-    done = subprocess.run([sys.executable, "-c", CONNECT_JOB, cluster.connect_url, s3_path], capture_output=True,
-                          text=True, timeout=600, check=False)
+    lc.start_connect(cluster)
+    try:
+        assert cluster.connect_url.startswith("sc://")
+        done = subprocess.run([sys.executable, "-c", CONNECT_JOB, cluster.connect_url, s3_path],
+                              capture_output=True, text=True, timeout=600, check=False)
+    finally:
+        lc.stop_connect(cluster)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(next(x for x in done.stdout.splitlines() if x.startswith("RESULT ")).removeprefix("RESULT "))
     assert result == [2, 1, True, 1, 2]
