@@ -34,21 +34,26 @@ def check_name(name: Any) -> str:
     return name.strip()
 
 
-def active_session(feature: str) -> Any:
-    """The active Spark session of this thread (classic, or Spark Connect), else a clear UpsertSinkError."""
-    from upsertsink.session import require_spark
-
-    require_spark(feature, delta=False)
+def find_active_session() -> Any:
+    """The active Spark session of this thread, classic or Spark Connect, or None."""
     from pyspark.sql import SparkSession
 
     session = SparkSession.getActiveSession()
     if session is None:
         try:
             from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-            session = ConnectSession.getActiveSession()
         except ImportError:  # no Connect client installed
-            session = None
+            return None
+        session = ConnectSession.getActiveSession()
+    return session
+
+
+def active_session(feature: str) -> Any:
+    """The active Spark session of this thread (classic, or Spark Connect), else a clear UpsertSinkError."""
+    from upsertsink.session import require_spark
+
+    require_spark(feature, delta=False)
+    session = find_active_session()
     if session is None:
         raise UpsertSinkError(
             f"{feature} needs a Spark session: a table named in a catalog is reached through Spark only. Start one "

@@ -158,19 +158,11 @@ def split_table_version(text: str, flag: str = "--table") -> tuple[str, int | No
 def catalog_session(feature: str, master: str = "local[*]") -> Any:
     """The Spark session that finds tables by name: the active one of this process (classic, or Spark
     Connect: e.g. a test's session, whose catalog may live in memory), else ``current_or_new_session``."""
+    from upsertsink.catalog import find_active_session
     from upsertsink.session import current_or_new_session, require_spark
 
     require_spark(feature)
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is None:
-        try:
-            from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-            active = ConnectSession.getActiveSession()
-        except ImportError:  # no Connect client installed
-            active = None
+    active = find_active_session()
     return active if active is not None else current_or_new_session("upsertsink-cli", master, feature)
 
 

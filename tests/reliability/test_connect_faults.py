@@ -8,6 +8,7 @@ own started by connect_server.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -67,10 +68,8 @@ def _start_server(folder: Path) -> tuple[subprocess.Popen, str]:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # already gone
         os.killpg(proc.pid, signal.SIGKILL)  # the server's JVM and Python workers with it
-    except ProcessLookupError:
-        pass
     proc.wait(60)
 
 
