@@ -10,17 +10,94 @@ from pathlib import Path
 import pathspec
 from upsertsink.lint.rules import RULES
 
-TABLE_KEYS = {
-    "keys",
-    "sequence",
-    "select",
-    "ignore",
-    "exclude",
-    "extend-exclude",
-    "per-file-ignores",
-    "fail-on",
-    "key-patterns",
-}
+
+@dataclass(frozen=True)
+class SettingDoc:
+    """One setting of ``[tool.upsertsink.lint]``: what docs/config.md says about it (generated)."""
+
+    name: str
+    type: str
+    flags: str  # the command-line flags that act on it
+    text: str
+    example: str  # TOML lines for the table; each is loaded by the tests
+
+
+SETTINGS: tuple[SettingDoc, ...] = (
+    SettingDoc(
+        "keys",
+        "list of strings",
+        "`--key COL` adds",
+        "Merge-key columns for every file, added to the keys found in the code (UpsertSink calls, merge "
+        "conditions, dbt `unique_key`, DDL...). A nondeterministic value that reaches one is an error.",
+        'keys = ["order_id", "line_no"]',
+    ),
+    SettingDoc(
+        "sequence",
+        "list of strings",
+        "`--sequence COL` adds",
+        "Sequence columns (newer-wins ordering) for every file; a nondeterministic value reaching one is an "
+        "error, as for a key.",
+        'sequence = ["updated_at"]',
+    ),
+    SettingDoc(
+        "select",
+        "list of rule codes or prefixes",
+        "`--select` replaces, `--extend-select` adds",
+        "The rules to run (codes such as `ND004`, prefixes such as `ND00`, or `ALL`). Not set: every rule.",
+        'select = ["ND00"]',
+    ),
+    SettingDoc(
+        "ignore",
+        "list of rule codes or prefixes",
+        "`--ignore` adds",
+        "Rules not to run, whatever `select` says.",
+        'ignore = ["ND005"]',
+    ),
+    SettingDoc(
+        "per-file-ignores",
+        "table: glob = list of rule codes or prefixes",
+        "none",
+        "Rules not reported in the files a glob matches (as in ruff). Globs are gitignore-style and relative "
+        "to the project root (the config file's folder): a glob without `/` matches the file name in any "
+        "folder (`__init__.py`), `tests/**` a folder; a glob starting with `!` applies to the files it does "
+        "*not* match. Applies to a file read from stdin under its `--stdin-filename`.",
+        '[tool.upsertsink.lint.per-file-ignores]\n"tests/**" = ["ND"]\n"!jobs/**" = ["ND005", "ND013"]',
+    ),
+    SettingDoc(
+        "exclude",
+        "list of globs",
+        "`--exclude` replaces",
+        "Files and folders skipped while walking folders (gitignore-style globs relative to the project "
+        "root), on top of `.gitignore` files and the built-in tool folders (`.git`, `.venv`, `build`, "
+        "`site-packages`...), which are always skipped. A file named on the command line is linted anyway, "
+        "unless `--force-exclude`.",
+        'exclude = ["examples/broken_*", "tests/**"]',
+    ),
+    SettingDoc(
+        "extend-exclude",
+        "list of globs",
+        "`--extend-exclude` adds",
+        "More globs, added to `exclude` (as in ruff: a shared config sets `exclude`, a project extends it).",
+        'extend-exclude = ["generated/"]',
+    ),
+    SettingDoc(
+        "fail-on",
+        '`"error"` or `"warning"`',
+        "`--fail-on` replaces",
+        "The lowest severity that makes the exit code 1.",
+        'fail-on = "warning"',
+    ),
+    SettingDoc(
+        "key-patterns",
+        "list of globs (case-insensitive)",
+        "none",
+        "Written column names taken as keys in a file that stores data when no other key is known for "
+        "them (surrogate and hash keys). `[]` switches the patterns off. `*_id` is left out of the default "
+        "on purpose: `run_id`, `batch_id`, `job_id` are audit columns (docs/linter.md).",
+        'key-patterns = ["id", "*_key", "*_sk", "order_no"]',
+    ),
+)
+TABLE_KEYS = {s.name for s in SETTINGS}
 # Column names taken as keys of a table the code writes when no other key is known for them (fnmatch
 # globs, case-insensitive): surrogate and hash keys. `*_id` is left out on purpose: run_id, batch_id and
 # job_id audit columns are often filled from a uuid or the clock and are not keys (docs/linter.md).
