@@ -544,9 +544,8 @@ def _lint_paths(
             f.result = _work((f.shown, f.data, _options(settings, f), False))
             analyzed.add(id(f))
     # the project modules the files import that are not among them: read for their exports, not reported
-    loaded = _load_imported(tree_files, modules, settings, cache, jobs, result.stats, analyzed)
+    loaded, tree = _load_imported(tree_files, modules, settings, cache, jobs, result.stats, analyzed)
     tree_files += loaded
-    tree = _Tree(tree_files)
     for _ in range(_MAX_ROUNDS):
         # modules other files use: compute their summaries (also when the pre-filter skipped them)
         unread = {
@@ -628,6 +627,7 @@ class _Modules:
         self.root = root
         self.linted = linted
         self._found: dict[tuple[Path, str], Path | None] = {}
+        self._listed: dict[Path, set[str]] = {}
 
     def find(self, importer: Path, spec: str) -> Path | None:
         key = (importer.parent, spec)
@@ -658,6 +658,9 @@ class _Modules:
             for folder in folders:
                 if _rel(folder, self.root) is None:
                     break
+                names = self._entries(folder)
+                if parts and not {parts[0], parts[0] + ".py", parts[0] + ".ipynb"} & names:
+                    continue
                 p = folder.joinpath(*parts)
                 candidates += [Path(str(p) + ".py"), p / "__init__.py", Path(str(p) + ".ipynb")]
         for cand in candidates:
@@ -667,6 +670,15 @@ class _Modules:
             if cand.suffix in (".py", ".ipynb") and cand.resolve() != importer:
                 return cand.resolve()
         return None
+
+    def _entries(self, folder: Path) -> set[str]:
+        """The names in a folder (read once): most import specs name no file of the folder at all."""
+        if folder not in self._listed:
+            try:
+                self._listed[folder] = set(os.listdir(folder))
+            except OSError:
+                self._listed[folder] = set()
+        return self._listed[folder]
 
     def imports_outside(self, importer: Path, data: bytes) -> bool:
         """Does the source import (or ``%run``) a project module that is not among the linted files?"""
@@ -689,10 +701,10 @@ def _load_imported(
     jobs: int | None,
     stats: Stats,
     analyzed: set[int],
-) -> list[_File]:
+) -> tuple[list[_File], _Tree]:
     """Read the project modules the linted files import (and the modules those import, a few levels
     deep) that are not linted themselves, so that values can be followed into them. They are analyzed
-    for their summaries and never reported."""
+    for their summaries and never reported. Returns them and the tree of all files."""
     known = {f.real for f in tree_files}
     loaded: list[_File] = []
     frontier = list(tree_files)
@@ -716,7 +728,8 @@ def _load_imported(
                 known.add(found)
                 new[found] = _File(found, display_path(found), found, data, digest, reported=False)
         if not new:
-            break
+            stats.modules_read = len(loaded)
+            return loaded, tree
         todo = []
         for item in new.values():
             cached = cache.result(item.digest, item.shown) if cache is not None else None
@@ -730,7 +743,7 @@ def _load_imported(
         loaded += new.values()
         frontier = list(new.values())
     stats.modules_read = len(loaded)
-    return loaded
+    return loaded, _Tree(tree_files + loaded)
 
 
 def _analyze(
