@@ -210,7 +210,7 @@ def build_server() -> LanguageServer:
                     notebook_selector=[
                         t.NotebookDocumentFilterWithCells(
                             cells=[t.NotebookCellLanguage(language=x) for x in _NOTEBOOK_LANGUAGES],
-                            notebook="*",
+                            notebook="*",  # LSP 3.17: "'*' matches every notebook" (any notebook type)
                         )
                     ],
                     save=True,

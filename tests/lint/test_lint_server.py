@@ -228,6 +228,31 @@ def test_diagnostics_on_open_then_cleared_by_a_change(tmp_path: Path) -> None:
 
 
 @needs_pygls
+def test_positions_are_utf16_code_units(tmp_path: Path) -> None:
+    """The linter counts code points; LSP's default position encoding is UTF-16 (an emoji is two units)."""
+    root = project(tmp_path)
+    job = root / "jobs" / "orders.py"
+    text = UUID_JOB.replace(
+        'orders = spark.table("raw.orders")', 'label = "\U0001f600"; orders = spark.table("raw.orders")'
+    )
+    job.write_text(text, encoding="utf-8")
+    uri = uri_of(job)
+
+    async def scenario(s: Session) -> None:
+        s.open(uri, text)
+        uuid = (await s.diagnostics(uri))[0]
+        line = text.splitlines()[5]
+        start = line.index("uuid.uuid4()")  # in code points
+        assert uuid.code == "ND003"
+        assert (uuid.range.start.character, uuid.range.end.character) == (
+            start + 1,
+            start + 1 + len("uuid.uuid4()"),
+        )
+
+    run_session(root, scenario)
+
+
+@needs_pygls
 def test_noqa_code_action_edits_the_findings_line(tmp_path: Path) -> None:
     root = project(tmp_path)
     job = root / "jobs" / "orders.py"
