@@ -12,7 +12,8 @@
   ``--force-exclude``).
 - **Other files**: a document with a file path is linted by the runner as if the file held the buffer's
   text (its ``stdin`` mode), so the project modules it imports are read from disk (as saved) and values are
-  followed into them, on every change; only the document's own findings are shown. ``per-file-ignores``
+  followed into them, on every change; only the document's own findings are shown. Saving any document
+  lints the other open documents again (the saved file may be a module they import). ``per-file-ignores``
   apply as in the CLI. An untitled buffer is checked on its own.
 
 pygls is the optional extra ``upsertsink[server]``; this module imports it only when the server starts.
@@ -275,6 +276,16 @@ def build_server() -> LanguageServer:
             findings = lint_text(shown, doc.source, path, settings)
             self.publish(uri, doc.version, [Published(f, self.diagnostic(doc, f)) for f in findings])
 
+        def lint_others(self, saved_uri: str) -> None:
+            """A saved file may be a module other open documents import (they read it from disk): lint
+            them again."""
+            for uri in list(self.published):
+                if uri != saved_uri and self.workspace.get_notebook_document(cell_uri=uri) is None:
+                    self.lint_document(uri)
+            for notebook_uri in list(self.notebook_cells):
+                if notebook_uri != saved_uri:
+                    self.lint_notebook(notebook_uri)
+
         # ---- notebooks
         def notebook_text(self, notebook: t.NotebookDocument) -> NotebookText:
             cells = []
@@ -441,6 +452,7 @@ def build_server() -> LanguageServer:
     @server.feature(t.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: UpsertsinkServer, params: t.DidSaveTextDocumentParams) -> None:
         ls.lint_document(params.text_document.uri)
+        ls.lint_others(params.text_document.uri)
 
     @server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: UpsertsinkServer, params: t.DidCloseTextDocumentParams) -> None:
@@ -459,6 +471,7 @@ def build_server() -> LanguageServer:
     @server.feature(t.NOTEBOOK_DOCUMENT_DID_SAVE)
     def notebook_save(ls: UpsertsinkServer, params: t.DidSaveNotebookDocumentParams) -> None:
         ls.lint_notebook(params.notebook_document.uri)
+        ls.lint_others(params.notebook_document.uri)
 
     @server.feature(t.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def notebook_close(ls: UpsertsinkServer, params: t.DidCloseNotebookDocumentParams) -> None:

@@ -402,8 +402,8 @@ UpsertSink("/lake/orders", keys=["order_id"]).write(orders)
 
 @needs_pygls
 def test_values_are_followed_into_imported_project_modules(tmp_path: Path) -> None:
-    """ND003 from jobs/helpers.py's uuid4(), in the unsaved buffer too; a helper fixed on disk is seen when
-    the document is saved (as ``didSave`` re-lints it); per-file-ignores apply to the document."""
+    """ND003 from jobs/helpers.py's uuid4(), in the unsaved buffer too; a helper fixed and saved re-lints
+    the open job; per-file-ignores apply to the document."""
     root = project(tmp_path, '[tool.upsertsink.lint.per-file-ignores]\n"jobs/legacy_*" = ["ND003"]\n')
     (root / "jobs" / "__init__.py").write_text("")
     helpers = root / "jobs" / "helpers.py"
@@ -430,10 +430,21 @@ def test_values_are_followed_into_imported_project_modules(tmp_path: Path) -> No
             )
         )
         assert [(d.code, d.range.start.line) for d in await s.diagnostics(uri, 2)] == [("ND003", 6)]
-        # the helper is made deterministic on disk; saving the document lints it again
-        helpers.write_text(HELPER.replace("str(uuid.uuid4())", "str(uuid.uuid5(uuid.NAMESPACE_URL, 'x'))"))
+        # the helper, opened, made deterministic and saved: the open job is linted again
+        fixed_helper = HELPER.replace("str(uuid.uuid4())", "str(uuid.uuid5(uuid.NAMESPACE_URL, 'x'))")
+        s.open(uri_of(helpers), HELPER)
+        assert [d.code for d in await s.diagnostics(uri_of(helpers))] == []  # no key in the helper itself
+        s.client.text_document_did_change(
+            t.DidChangeTextDocumentParams(
+                text_document=t.VersionedTextDocumentIdentifier(uri=uri_of(helpers), version=2),
+                content_changes=[t.TextDocumentContentChangeWholeDocument(text=fixed_helper)],
+            )
+        )
+        await s.diagnostics(uri_of(helpers), 2)
+        assert len(s.published[uri]) == 2  # an unsaved helper changes nothing for the job
+        helpers.write_text(fixed_helper)
         s.client.text_document_did_save(
-            t.DidSaveTextDocumentParams(text_document=t.TextDocumentIdentifier(uri=uri))
+            t.DidSaveTextDocumentParams(text_document=t.TextDocumentIdentifier(uri=uri_of(helpers)))
         )
         assert await s.diagnostics(uri, 3) == []
         helpers.write_text(HELPER)
