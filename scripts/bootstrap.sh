@@ -19,7 +19,7 @@ have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" != "$have" ] || [ ! -x "$VENV/bin/upsertsink" ]; then
     echo "bootstrap: installing Python packages into .venv (pip)"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[spark,connect,embedded,dev,objectstore]"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[spark,connect,embedded,server,dev,objectstore]"
     echo "$want" > "$STAMP"
 fi
 
