@@ -261,22 +261,21 @@ def _order(events: pa.Table, keys: tuple[str, ...], sequence: str) -> pa.Array:
 
 
 def source_rows(new: pa.Table, old: pa.Table, keys: tuple[str, ...]) -> pa.Table:
-    """The MERGE source: versions of ``new`` not stored exactly so in ``old``, plus the delete of every stored
-    version of these keys whose (key, START) is gone from ``new``."""
+    """The MERGE source: every version of ``new`` (the MERGE leaves unchanged ones as they are), plus the
+    delete of every stored version of these keys (``old``: the keys and START) whose (key, START) is gone."""
     ident = [*keys, START]
-    new_hash = fp.Hasher(new, exclude=[]).rows() if new.num_rows else np.zeros(0, np.uint64)
-    old = old.select(new.column_names) if old.num_rows else old
-    old_hash = fp.Hasher(old, exclude=[]).rows() if old.num_rows else np.zeros(0, np.uint64)
-    new_id = fp.combine([fp.column_hash(new[c]) for c in ident], new.num_rows) if new.num_rows else np.zeros(0, np.uint64)
-    old_id = fp.combine([fp.column_hash(old[c]) for c in ident], old.num_rows) if old.num_rows else np.zeros(0, np.uint64)
-    changed = ~np.isin(new_hash, old_hash) if new.num_rows else np.zeros(0, bool)
-    upserts = new.filter(pa.array(changed))
-    upserts = upserts.append_column(pa.field(DELETE_FLAG, pa.bool_()), pa.array(np.zeros(upserts.num_rows, bool)))
-    gone = old.filter(pa.array(~np.isin(old_id, new_id))) if old.num_rows else old
-    gone = gone.append_column(pa.field(DELETE_FLAG, pa.bool_()), pa.array(np.ones(gone.num_rows, bool)))
+    upserts = new.append_column(pa.field(DELETE_FLAG, pa.bool_()), pa.array(np.zeros(new.num_rows, bool)))
+    if old.num_rows == 0:
+        return upserts
+    new_id = fp.combine([fp.column_hash(new[c]) for c in ident], new.num_rows)
+    old_id = fp.combine([fp.column_hash(pc.cast(old[c], new.schema.field(c).type)) for c in ident], old.num_rows)
+    gone = old.filter(pa.array(~np.isin(old_id, new_id)))
     if gone.num_rows == 0:
         return upserts
-    return pa.concat_tables([upserts, gone.cast(upserts.schema)])
+    filler = {c: pa.nulls(gone.num_rows, new.schema.field(c).type) for c in new.column_names if c not in ident}
+    rows = pa.table({c: (pc.cast(gone[c], new.schema.field(c).type) if c in ident else filler[c]) for c in new.column_names})
+    rows = rows.append_column(pa.field(DELETE_FLAG, pa.bool_()), pa.array(np.ones(gone.num_rows, bool)))
+    return pa.concat_tables([upserts, rows.cast(upserts.schema)])
 
 
 def stored_versions(table: Any, keys: tuple[str, ...], wanted: pa.Table, columns: list[str]) -> pa.Table:

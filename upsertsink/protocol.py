@@ -300,13 +300,14 @@ def _attempt_history(
             every = every.append_column(c, pa.nulls(every.num_rows, events.schema.field(c).type if c in events.column_names else pa.null()))
     every = history.unique_events(every, keys, sequence)
     seq_type = events.schema.field(sequence).type
-    tracked = spec.tracked(batch_columns, keys, sequence)
+    tracked = spec.tracked(columns, keys, sequence)
     new = history.fold(every, keys, sequence, columns, tracked, spec.ignore_null_updates, seq_type)
     if snapshot.exists:
-        old = history.stored_versions(snapshot.table, keys, events.select(list(keys)), [*columns, *history.HISTORY_COLUMNS])
-        new = new.cast(pa.schema([old.schema.field(c) if c in old.column_names else new.schema.field(c) for c in new.column_names]))
+        stored = pa.schema(snapshot.table.schema().to_arrow())
+        new = new.cast(pa.schema([stored.field(c) if c in stored.names else new.schema.field(c) for c in new.column_names]))
+        old = history.stored_versions(snapshot.table, keys, events.select(list(keys)), [*keys, history.START])
     else:
-        old = new.slice(0, 0)
+        old = new.select([*keys, history.START]).slice(0, 0)
     source = history.source_rows(new, old, keys)
     token = history.new_token()
     log_.record(events, token, snapshot.version)
