@@ -87,11 +87,15 @@ class Reach:
     level: str | None = None  # the severity, when a rule decides it (the write rules); else by target
     note: str = ""  # what a write rule found, in words (the start of its message)
     advice: str = ""  # which of the rule's fix texts applies (write rules)
+    # the sequence column is that of an SCD type 2 sink (``scd_type=2``): every version's __START_AT/__END_AT
+    history: bool = False
 
     @property
     def severity(self) -> str:
         if self.level is not None:
             return self.level
+        if self.history:
+            return "error"  # a replay rewrites the table's history
         return "error" if self.target in ("key", "sequence") else "warning"
 
 
@@ -510,6 +514,9 @@ class ModuleAnalysis:
         self.lines = lines
         self.keys: list[str] = list(keys)
         self.sequence: list[str] = list(sequence)
+        # normalized sequence columns of SCD type 2 sinks (``UpsertSink(..., scd_type=2)``), with the scopes
+        # that declared them (for what a function gives the files that call it)
+        self.history: dict[str, list[Scope]] = {}
         self.module = Scope("module", None, tree)
         self.module.star.extend(f"%run:{r}" for r in self.runs)
         self.calls: list[tuple[ast.Call, Scope]] = []
@@ -1959,8 +1966,13 @@ class ModuleAnalysis:
                 w = Write(column, scope, None, None, call, own=own, anchor=call)
                 self.writes.append(w)
                 self._by_column.setdefault(_norm(column), []).append(w)
+        history = entry.get("history", ())
         for k in entry.get("keys", ()):
-            self.ext_keys.append((k, scope))
+            if k not in history:  # a history sink's sequence column is learned as one, below
+                self.ext_keys.append((k, scope))
+        for s in history:
+            self.learn_key(s, "sequence column", scope, sequence=True)
+            self.history.setdefault(_norm(s), []).append(scope)
 
     def _on_to_df(self, call: ast.Call, scope: Scope) -> None:
         """``rdd.zipWithIndex().map(...).toDF([..., "row_id"])`` / ``createDataFrame(rdd, [..., "row_id"])``:
@@ -2074,6 +2086,65 @@ class ModuleAnalysis:
     # ---- the shared flow's handlers, one per DataFrame/DeltaTable method (dispatched through _FLOW)
     def _on_sink(self, call: ast.Call, scope: Scope) -> None:
         self.sink_calls.append((call, scope))
+
+    def _on_sink_for_table(self, call: ast.Call, scope: Scope) -> None:
+        """``UpsertSink.for_table(name, keys, **options)``: a sink like the constructor's (same positions)."""
+        recv = call.func.value
+        q = self.qualname(recv, scope) or ""
+        if (
+            (type(recv) is ast.Name and recv.id == "UpsertSink")
+            or q == "UpsertSink"
+            or q.endswith(".UpsertSink")
+        ):
+            self.sink_calls.append((call, scope))
+            self.writes_data = True
+
+    def sink_option(self, call: ast.Call, scope: Scope, *names: str) -> ast.AST | None:
+        """A keyword argument of a sink call: ``name=...``, or an entry of a ``**{...}`` / ``**dict(...)``
+        argument (also through a name bound once to one)."""
+        found = self.kwarg(call, *names)
+        if found is not None:
+            return found
+        for kw in call.keywords:
+            if kw.arg is not None:
+                continue
+            value: ast.AST | None = kw.value
+            if type(value) is ast.Name:
+                bound = self._single_value(value, scope)
+                value = bound[0] if bound is not None else None
+            if type(value) is ast.Dict:
+                for k, v in zip(value.keys, value.values):
+                    if type(k) is ast.Constant and k.value in names:
+                        return v
+            elif type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "dict":
+                for inner in value.keywords:
+                    if inner.arg in names:
+                        return inner.value
+        return None
+
+    def const_int(self, node: ast.AST | None, scope: Scope, depth: int = 0) -> int | None:
+        """The integer a constant expression evaluates to: a literal, a name or ``self.attr`` bound once to
+        one, or a constant of another file of the tree; None when unknown."""
+        if node is None or depth > 20:
+            return None
+        t = type(node)
+        if t is ast.Constant:
+            v = node.value
+            return v if type(v) is int else None
+        if t is ast.Name:
+            bound = self._single_value(node, scope)
+            if bound is not None:
+                return self.const_int(bound[0], bound[1], depth + 1)
+        if t is ast.Attribute:
+            attrs = self._attr_values(node, scope)
+            if attrs is not None:
+                return self.const_int(attrs[0][0], attrs[0][1], depth + 1) if len(attrs) == 1 else None
+        if t is ast.Name or t is ast.Attribute:
+            ext = self.resolve_external(node, scope)
+            if ext is not None and ext[1] == "value":
+                number = ext[0].get("number")
+                return number if type(number) is int else None
+        return None
 
     def _on_seed(self, call: ast.Call, scope: Scope) -> None:
         q = self.qualname(call.func, scope)
@@ -2295,9 +2366,12 @@ class ModuleAnalysis:
             delete_when = self.kwarg(call, "delete_when")
             if delete_when is not None:
                 self._condition_effect(delete_when, scope)
-            seq_node = self.kwarg(call, "sequence_by", "sequence")
+            seq_node = self.sink_option(call, scope, "sequence_by", "sequence")
+            history = self.const_int(self.sink_option(call, scope, "scd_type"), scope) == 2
             for s in self.const_strings(seq_node, scope) or []:
                 self.learn_key(s, "sequence column", scope, sequence=True)
+                if history:  # the sequence becomes every version's __START_AT/__END_AT
+                    self.history.setdefault(_norm(s), []).append(scope)
         for cond, scope in self.merge_conds:
             text = self.str_value(cond, scope)
             cols: list[str] = []
@@ -2495,7 +2569,10 @@ class ModuleAnalysis:
                 if not e[3] and e[2] != best[2] and e[2] not in others:
                     others.append(e[2])
             label = self.key_labels.get(_norm(best[2]), "merge key") if best[1] == "key" else ""
-            out.append(Reach(s, best[1], best[2], tuple(others), best[3], label or "merge key"))
+            history = best[1] == "sequence" and _norm(best[2]) in self.history
+            out.append(
+                Reach(s, best[1], best[2], tuple(others), best[3], label or "merge key", history=history)
+            )
         out.extend(self.reported)
         out.sort(key=lambda r: (r.source.line, r.source.col, r.source.rule))
         return out
@@ -2535,6 +2612,11 @@ class ModuleAnalysis:
             keys = keys_by_top.get(id(fscope))
             if keys:
                 entry["keys"] = sorted(keys)
+            history = sorted(
+                k for k, scopes in self.history.items() if any(_top_function(sc) is fscope for sc in scopes)
+            )
+            if history:
+                entry["history"] = history
             if entry:
                 funcs[name] = entry
         values: dict[str, dict] = {}
@@ -2554,6 +2636,8 @@ class ModuleAnalysis:
                 strings = self.const_strings(real[0], self.module)
                 if strings is not None and len(strings) <= 64:
                     entry["strings"] = strings
+                elif type(real[0]) is ast.Constant and type(real[0].value) is int:
+                    entry["number"] = real[0].value  # e.g. SCD_TYPE = 2, passed to a sink as scd_type
                 elif type(real[0]) is not ast.List:
                     text = self.str_value(real[0], self.module)
                     if text is not None and len(text.text) <= 20_000:
@@ -2690,6 +2774,7 @@ def noqa_codes(line: str) -> set[str] | None:
 
 _FLOW = {
     "UpsertSink": ModuleAnalysis._on_sink,
+    "for_table": ModuleAnalysis._on_sink_for_table,
     "seed": ModuleAnalysis._on_seed,
     "withColumn": ModuleAnalysis._on_with_column,
     "withColumnRenamed": ModuleAnalysis._on_rename,

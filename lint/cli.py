@@ -15,13 +15,21 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-from upsertsink.lint.config import ConfigError, Settings, resolve_settings, split_codes
+from upsertsink.lint.config import ConfigError, Settings, resolve_settings, settings_toml, split_codes
 from upsertsink.lint.report import render, render_statistics
 from upsertsink.lint.rules import RULES
-from upsertsink.lint.runner import CACHE_DIR, PathError, RunResult, lint_paths
+from upsertsink.lint.runner import (
+    CACHE_DIR,
+    PathError,
+    RunResult,
+    discover,
+    display_path,
+    is_excluded,
+    lint_paths,
+)
 
 FORMAT_ENV = "UPSERTSINK_OUTPUT_FORMAT"
-FORMATS = ("text", "full", "json", "sarif", "github")
+FORMATS = ("text", "full", "concise", "json", "sarif", "github", "gitlab", "junit", "pylint")
 EXIT_USAGE = 2
 
 
@@ -78,13 +86,20 @@ class _LintCommand(click.Command):
     show_default=True,
     envvar=FORMAT_ENV,
     show_envvar=True,
-    help="Output format: text (one line per finding), full (with the source line and a caret), json, "
-    "sarif, github.",
+    help="Output format: text (one line per finding), full (with the source line and a caret), concise "
+    "(ruff's, [*] on fixable findings), json, sarif, github (workflow commands), gitlab (Code Quality), "
+    "junit (XML), pylint.",
 )
 @click.option("--key", "keys", multiple=True, metavar="COL", help="A merge-key column (repeatable).")
 @click.option("--sequence", "sequence", multiple=True, metavar="COL", help="A sequence column (repeatable).")
 @click.option(
     "--select", multiple=True, metavar="CODES", help="Only these rule codes/prefixes (comma-separated)."
+)
+@click.option(
+    "--extend-select",
+    multiple=True,
+    metavar="CODES",
+    help="Add these rule codes/prefixes to the selection (comma-separated).",
 )
 @click.option(
     "--ignore", multiple=True, metavar="CODES", help="Skip these rule codes/prefixes (comma-separated)."
@@ -130,6 +145,27 @@ class _LintCommand(click.Command):
     is_flag=True,
     help="Apply the configured exclude globs to files named on the command line too (for pre-commit).",
 )
+@click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    metavar="GLOBS",
+    help="Exclude globs (comma-separated, repeatable) replacing the configured exclude.",
+)
+@click.option(
+    "--extend-exclude",
+    multiple=True,
+    metavar="GLOBS",
+    help="Exclude globs (comma-separated, repeatable) added to the configured ones.",
+)
+@click.option(
+    "--stdin-filename",
+    default=None,
+    metavar="NAME",
+    help="With the path '-': lint standard input as if it were the file NAME.",
+)
+@click.option("--show-files", is_flag=True, help="Print the files that would be linted, then exit.")
+@click.option("--show-settings", is_flag=True, help="Print the resolved settings, then exit.")
 @click.option("--explain", metavar="CODE", default=None, help="Print the documentation of a rule and exit.")
 def lint_command(
     paths: tuple[Path, ...],
@@ -152,11 +188,18 @@ def lint_command(
     clean: bool,
     force_exclude: bool,
     explain: str | None,
+    extend_select: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
+    extend_exclude: tuple[str, ...] = (),
+    stdin_filename: str | None = None,
+    show_files: bool = False,
+    show_settings: bool = False,
 ) -> None:
     """Find nondeterministic keys and values and non-idempotent writes in Spark job code.
 
-    PATHS are files or folders (default: the current folder). Exit code 0: no finding at or above
-    --fail-on; 1: findings (with --diff: fixes to apply); 2: usage or configuration error.
+    PATHS are files or folders (default: the current folder); '-' reads one file from standard input
+    (named by --stdin-filename). Exit code 0: no finding at or above --fail-on; 1: findings (with --diff:
+    fixes to apply); 2: usage or configuration error.
     """
     if explain is not None:
         code = explain.strip().upper()
@@ -166,19 +209,44 @@ def lint_command(
         return
     if add_noqa and (fix or diff):
         raise LintUsageError("--add-noqa cannot be combined with --fix or --diff")
-    targets = list(paths) or [Path(".")]
+    stdin_name = _stdin_name(paths, stdin_filename)
+    if stdin_name is not None and add_noqa:
+        raise LintUsageError("--add-noqa cannot be used with standard input ('-'): it edits files")
+    targets = [] if stdin_name is not None else (list(paths) or [Path(".")])
     try:
         split_codes(select, "--select")
+        split_codes(extend_select, "--extend-select")
         split_codes(ignore, "--ignore")
-        settings = resolve_settings(targets, config, keys, sequence, select, ignore, fail_on)
+        settings = resolve_settings(
+            targets or [stdin_name],
+            config,
+            keys,
+            sequence,
+            select,
+            ignore,
+            fail_on,
+            extend_select=extend_select,
+            exclude=exclude or None,
+            extend_exclude=extend_exclude,
+        )
         settings.force_exclude = force_exclude
         if clean:
             _clean(settings, quiet)
             return
+        if show_settings:
+            click.echo(_show_settings(settings, targets or [stdin_name], fmt), nl=False)
+            return
+        if show_files:
+            _show_files(targets, settings, stdin_name)
+            return
+        stdin = (stdin_name, _read_stdin()) if stdin_name is not None else None
         with _progress_bar(enabled=not quiet) as progress:
-            result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress)
+            result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress, stdin=stdin)
     except (ConfigError, PathError) as exc:
         raise LintUsageError(str(exc)) from exc
+    if stdin is not None and (fix or diff):
+        _fix_stdin(stdin, result, settings, fmt, unsafe_fixes, diff, exit_zero, quiet, no_cache)
+        return
     out = _Output(output_file)
     if add_noqa:
         _add_noqa(result, quiet)
@@ -204,13 +272,104 @@ def lint_command(
     if statistics:
         out.write(render_statistics(fmt, result.findings, {id(f) for f in can_fix}))
     else:
-        out.write(render(fmt, result.findings, result.stats.files_checked, settings.root, quiet=quiet))
+        out.write(
+            render(
+                fmt,
+                result.findings,
+                result.stats.files_checked,
+                settings.root,
+                quiet=quiet,
+                fixable={id(f) for f in can_fix},
+            )
+        )
     out.close()
-    if not quiet and fmt in ("text", "full"):
+    if not quiet and fmt in ("text", "full", "concise"):
         _fix_hint(result, can_fix, unsafe_fixes)
     failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
     if not exit_zero and any(f.severity in failing for f in result.findings):
         sys.exit(1)
+
+
+def _stdin_name(paths: tuple[Path, ...], stdin_filename: str | None) -> Path | None:
+    """The name standard input is linted under, when it is read (the path ``-``, or no path and
+    ``--stdin-filename``, as in ruff); None when files are linted."""
+    dash = [p for p in paths if str(p) == "-"]
+    if dash and len(paths) > 1:
+        raise LintUsageError("'-' (standard input) cannot be combined with other paths")
+    if not dash and paths and stdin_filename is not None:
+        raise LintUsageError("--stdin-filename needs the path '-' (standard input), not files")
+    if not dash and stdin_filename is None:
+        return None
+    return Path(stdin_filename if stdin_filename is not None else "-")
+
+
+def _read_stdin() -> bytes:
+    stream = getattr(sys.stdin, "buffer", None)
+    data = stream.read() if stream is not None else sys.stdin.read()
+    return data.encode("utf-8") if isinstance(data, str) else data
+
+
+def _fix_stdin(
+    stdin: tuple[Path, bytes],
+    result: RunResult,
+    settings: Settings,
+    fmt: str,
+    unsafe: bool,
+    diff: bool,
+    exit_zero: bool,
+    quiet: bool,
+    no_cache: bool,
+) -> None:
+    """``--fix`` / ``--diff`` on standard input, as ruff does them: ``--fix`` prints the fixed source on
+    stdout and reports what remains on stderr; ``--diff`` prints the diff (exit 1 when there is a fix)."""
+    from upsertsink.lint.checker import decode
+    from upsertsink.lint.fixes import fix_file, module_name
+
+    name, data = stdin
+    text = decode(data).removeprefix("\ufeff")
+    edit = None
+    if not name.name.endswith(".ipynb"):  # notebooks are never rewritten (docs/linter.md, Fixes)
+        findings = [f for f in result.findings if f.path == display_path(name)]
+        edit = fix_file(display_path(name), text, findings, module_name(name, settings.root), unsafe)
+    changed = edit is not None and edit.changed
+    if diff:
+        sys.stdout.write(edit.diff() if changed else "")
+        sys.stdout.flush()
+        sys.exit(1 if changed and not exit_zero else 0)
+    fixed = edit.after if changed else text
+    sys.stdout.write(fixed)
+    sys.stdout.flush()
+    if changed:
+        result = lint_paths([], settings, use_cache=not no_cache, stdin=(name, fixed.encode("utf-8")))
+    if result.findings and not quiet:
+        click.echo(
+            render(fmt, result.findings, result.stats.files_checked, settings.root), err=True, nl=False
+        )
+    failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
+    if not exit_zero and any(f.severity in failing for f in result.findings):
+        sys.exit(1)
+
+
+def _show_files(targets: list[Path], settings: Settings, stdin_name: Path | None) -> None:
+    """``--show-files``: the files a run would lint (absolute paths, sorted, as ruff prints them)."""
+    files = [p.resolve() for p in discover(targets, settings)]
+    if stdin_name is not None and not (settings.force_exclude and is_excluded(stdin_name, settings)):
+        files.append(stdin_name.resolve())
+    for p in sorted(set(files)):
+        click.echo(str(p))
+
+
+def _show_settings(settings: Settings, targets: list[Path], fmt: str) -> str:
+    """``--show-settings``: the resolved settings, as TOML (the lint table plus what the run adds)."""
+    first = targets[0]
+    if first.is_dir():
+        found = discover([first], settings)
+        first = found[0] if found else first
+    return (
+        f"# Resolved settings for: {first.resolve()}\n"
+        f"# Settings path: {settings.config_path.resolve() if settings.config_path else 'none (defaults)'}\n"
+        + settings_toml(settings, fmt)
+    )
 
 
 class _Output:

@@ -1,12 +1,14 @@
 """Output formats: text (one line per finding), full (text with the source line and a caret under the
-span), json, sarif (2.1.0, as GitHub code scanning accepts it) and github (workflow commands); and the
-``--statistics`` table."""
+span), json, sarif (2.1.0, as GitHub code scanning accepts it), github (workflow commands), and ruff's
+concise, pylint, gitlab (Code Quality) and junit (XML); and the ``--statistics`` table."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
 
 from upsertsink.lint import package_version
 from upsertsink.lint.checker import Finding
@@ -15,6 +17,7 @@ from upsertsink.lint.rules import ALL_RULES
 INFORMATION_URI = "https://github.com/upsertsink/upsertsink/blob/main/docs/linter.md"
 RULES_URI = "https://github.com/upsertsink/upsertsink/blob/main/docs/rules.md"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+RULE_NAMES = {r.code: r.name for r in ALL_RULES}
 
 
 def render_text(findings: list[Finding], files_checked: int, quiet: bool = False) -> str:
@@ -296,10 +299,130 @@ def _title(f: Finding) -> str:
     return RULES[f.rule].name
 
 
-def render(
-    fmt: str, findings: list[Finding], files_checked: int, root: Path | None = None, quiet: bool = False
+def render_concise(
+    findings: list[Finding], files_checked: int, fixable: set[int] | None = None, quiet: bool = False
 ) -> str:
-    """Dispatch on the --format value (``quiet`` drops the summary line of the text formats)."""
+    """ruff's ``concise``: ``path:line:col: CODE [*] message`` (``[*]`` when the run's ``--fix`` would
+    fix the finding: ``fixable`` holds the ids of those findings), then the summary (not with ``quiet``)."""
+    marked = fixable or set()
+    lines = [f"{_where(f)}: {f.rule} {'[*] ' if id(f) in marked else ''}{f.message}" for f in findings]
+    if not quiet:
+        lines.append(summary_line(findings, files_checked))
+    return "".join(line + "\n" for line in lines)
+
+
+def render_pylint(findings: list[Finding]) -> str:
+    """ruff's (and flake8's) ``pylint`` format: ``path:line: [CODE] message``. In a notebook the line is
+    the ``.ipynb`` file's line that holds the source line, and the message starts with the cell."""
+    out = []
+    for f in findings:
+        line = (f.file_line or 1) if f.cell is not None else f.line
+        out.append(f"{f.path}:{line}: [{f.rule}] {_in_cell(f)}\n")
+    return "".join(out)
+
+
+def render_gitlab(findings: list[Finding]) -> str:
+    """GitLab Code Quality JSON, as ruff writes it: a list of issues with ``check_name`` (the code),
+    ``description`` (``CODE: message``), ``severity`` (error: ``major``, warning: ``minor``), a
+    ``fingerprint`` (a hash of the rule, the path and, for repeated ones, the previous fingerprint: stable
+    when code moves) and ``location`` (``path`` relative to ``$CI_PROJECT_DIR`` when set, ``positions``
+    begin/end line and column). In a notebook the positions are the ``.ipynb`` file's line, column 1."""
+    project = os.environ.get("CI_PROJECT_DIR")
+    seen: set[int] = set()
+    issues = []
+    for f in findings:
+        path = f.path
+        if project:
+            path = os.path.relpath(Path(f.path).resolve(), Path(project).resolve()).replace(os.sep, "/")
+        number = _fingerprint(0, f.rule, path)
+        while number in seen:
+            number = _fingerprint(number, f.rule, path)
+        seen.add(number)
+        if f.cell is not None:
+            begin = end = {"line": f.file_line or 1, "column": 1}
+        else:
+            begin = {"line": f.line, "column": f.column}
+            end = {"line": f.end_line, "column": f.end_column}
+        issues.append(
+            {
+                "check_name": f.rule,
+                "description": f"{f.rule}: {_in_cell(f)}",
+                "severity": "major" if f.severity == "error" else "minor",
+                "fingerprint": format(number, "x"),
+                "location": {"path": path, "positions": {"begin": begin, "end": end}},
+            }
+        )
+    return json.dumps(issues, indent=2) + "\n"
+
+
+def _fingerprint(salt: int, rule: str, path: str) -> int:
+    data = f"{salt}\0{RULE_NAMES[rule]}\0{path}".encode()
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+def render_junit(findings: list[Finding]) -> str:
+    """JUnit XML, as ruff writes it: one ``testsuite`` per file (its path), one failed ``testcase`` per
+    finding (``org.upsertsink.CODE``, ``classname`` the path without its suffix, ``line``/``column``, a
+    ``severity`` property, ``failure`` with the message); no finding: one passing ``No errors found`` case.
+    Notebook findings have no line/column attributes and name the cell in the failure text."""
+    by_path: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_path.setdefault(f.path, []).append(f)
+    n = len(findings)
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuites name="upsertsink" tests="{n}" failures="{n}" errors="0">',
+    ]
+    if not findings:
+        out += [
+            (
+                '    <testsuite name="upsertsink" tests="1" disabled="0" errors="0" failures="0" '
+                'package="org.upsertsink">'
+            ),
+            '        <testcase name="No errors found" classname="upsertsink">',
+            "        </testcase>",
+            "    </testsuite>",
+        ]
+    for path, fs in sorted(by_path.items()):
+        out.append(
+            f'    <testsuite name={quoteattr(path)} tests="{len(fs)}" disabled="0" errors="0" '
+            f'failures="{len(fs)}" package="org.upsertsink">'
+        )
+        classname = path[: -len(Path(path).suffix)] if Path(path).suffix else path
+        for f in fs:
+            where = "" if f.cell is not None else f' line="{f.line}" column="{f.column}"'
+            text = _in_cell(f) if f.cell is not None else f"line {f.line}, col {f.column}, {f.message}"
+            out += [
+                f'        <testcase name="org.upsertsink.{f.rule}" classname={quoteattr(classname)}{where}>',
+                "            <properties>",
+                f'                <property name="severity" value="{f.severity}"/>',
+                "            </properties>",
+                f"            <failure message={quoteattr(f.message)}>{escape(text)}</failure>",
+                "        </testcase>",
+            ]
+        out.append("    </testsuite>")
+    out.append("</testsuites>")
+    return "\n".join(out) + "\n"
+
+
+def render(
+    fmt: str,
+    findings: list[Finding],
+    files_checked: int,
+    root: Path | None = None,
+    quiet: bool = False,
+    fixable: set[int] | None = None,
+) -> str:
+    """Dispatch on the --format value (``quiet`` drops the summary line of the text formats; ``fixable``:
+    ids of the findings the run's ``--fix`` would fix, marked ``[*]`` by ``concise``)."""
+    if fmt == "concise":
+        return render_concise(findings, files_checked, fixable, quiet)
+    if fmt == "pylint":
+        return render_pylint(findings)
+    if fmt == "gitlab":
+        return render_gitlab(findings)
+    if fmt == "junit":
+        return render_junit(findings)
     if fmt == "full":
         return render_full(findings, files_checked, quiet)
     if fmt == "json":

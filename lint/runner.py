@@ -17,6 +17,7 @@ import gc
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -68,6 +69,7 @@ class Stats:
     cache_hits: int = 0
     prefiltered: int = 0
     workers: int = 1
+    modules_read: int = 0  # project modules outside the linted files, read for the values they export
 
 
 @dataclass
@@ -101,7 +103,7 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
     """Python files and notebooks (``.py``, ``.pyi``, ``.ipynb``) under ``paths``. Walked folders honour .gitignore files, the configured ``exclude``
     globs and the default excludes; a file or folder named explicitly is always linted, even if excluded."""
     root = settings.root
-    exclude = pathspec.GitIgnoreSpec.from_lines(settings.exclude) if settings.exclude else None
+    exclude = pathspec.GitIgnoreSpec.from_lines(settings.excludes()) if settings.excludes() else None
     defaults = pathspec.GitIgnoreSpec.from_lines(DEFAULT_EXCLUDES)
     out: list[Path] = []
     seen: set[Path] = set()
@@ -109,13 +111,7 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
         if not given.exists():
             raise PathError(f"path does not exist: {given}")
         if given.is_file():
-            rel_given = _rel(given.resolve(), root)
-            if (
-                settings.force_exclude
-                and exclude is not None
-                and rel_given is not None
-                and exclude.match_file(rel_given)
-            ):
+            if settings.force_exclude and is_excluded(given, settings):
                 continue
             rp = given.resolve()
             if rp not in seen:
@@ -172,6 +168,20 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
                     seen.add(rp)
                     out.append(p)
     return out
+
+
+def is_excluded(path: Path, settings: Settings) -> bool:
+    """Do the exclude globs (``exclude`` and ``extend-exclude``, relative to the project root) match
+    ``path`` or one of its folders? (What ``--force-exclude`` applies to files named explicitly.)"""
+    globs = settings.excludes()
+    rel = _rel(path.resolve(), settings.root.resolve())
+    if not globs or rel is None:
+        return False
+    spec = pathspec.GitIgnoreSpec.from_lines(globs)
+    parts = rel.split("/")
+    return spec.match_file(rel) or any(
+        spec.match_file("/".join(parts[:i]) + "/") for i in range(1, len(parts))
+    )
 
 
 def display_path(path: Path) -> str:
@@ -341,15 +351,20 @@ def lint_paths(
     use_cache: bool = True,
     jobs: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    stdin: tuple[Path, bytes] | None = None,
 ) -> RunResult:
-    """Lint files and folders; findings are filtered by select/ignore but not by severity.
+    """Lint files and folders; findings are filtered by select/ignore and per-file-ignores but not by
+    severity. Only the files given (or found under the folders given) are reported; the project modules
+    they import are read too, for the values they export, but not reported.
 
+    ``stdin`` is ``(name, content)`` of a file read from standard input: linted as if ``name`` held
+    ``content`` (reported under ``name``; with ``force_exclude``, not at all when ``name`` is excluded).
     ``progress(done, total)`` is called as files needing analysis are finished (for a progress bar).
     """
     enabled = gc.isenabled()
     gc.disable()  # ASTs are large acyclic object graphs: collection passes would only cost time
     try:
-        return _lint_paths(paths, settings, use_cache, jobs, progress or _no_progress)
+        return _lint_paths(paths, settings, use_cache, jobs, progress or _no_progress, stdin)
     finally:
         if enabled:
             gc.enable()
@@ -369,6 +384,7 @@ class _File:
     result: FileResult | None = None
     ext: str = ""
     summarize: bool = False  # other files use it: compute its summary whenever it is analyzed
+    reported: bool = True  # False: a project module read only for what it exports to the files linted
 
 
 _MAX_ROUNDS = 4
@@ -481,8 +497,14 @@ def _lint_paths(
     use_cache: bool,
     jobs: int | None,
     progress: Callable[[int, int], None],
+    stdin: tuple[Path, bytes] | None = None,
 ) -> RunResult:
     files = discover(paths, settings)
+    if stdin is not None:
+        stdin_real = stdin[0].resolve()
+        files = [f for f in files if f.resolve() != stdin_real]
+        if not (settings.force_exclude and is_excluded(stdin[0], settings)):
+            files.append(stdin[0])
     result = RunResult()
     result.stats.files_checked = len(files)
     cache = Cache(settings.root, settings) if use_cache else None
@@ -492,7 +514,7 @@ def _lint_paths(
     for f in files:
         shown = display_path(f)
         try:
-            data = f.read_bytes()
+            data = stdin[1] if stdin is not None and f is stdin[0] else f.read_bytes()
         except OSError as exc:
             from upsertsink.lint.checker import _parse_error
 
@@ -509,15 +531,21 @@ def _lint_paths(
         todo.append(item)
     # round 0: every file on its own
     analyzed = _analyze(todo, settings, {}, jobs, progress, result.stats, prefilter=True)
-    tree = _Tree(tree_files)
     # later rounds: files that use definitions of other linted files, with those files' summaries
     # a file the pre-filter skipped may still use another file's values: read it when it imports one by name
+    # (a file of the linted tree, or a module of the project outside it)
+    modules = _Modules(_module_root(settings, [f.real for f in tree_files]), {f.real for f in tree_files})
     stems = {f.real.stem.encode() for f in tree_files if f.real.stem != "__init__"}
     for f in tree_files:
         skipped = f.result is not None and not f.result.parsed
-        if skipped and (b"import" in f.data or b"%run" in f.data) and any(s in f.data for s in stems):
+        if not skipped or not (b"import" in f.data or b"%run" in f.data):
+            continue
+        if any(s in f.data for s in stems) or modules.imports_outside(f.real, f.data):
             f.result = _work((f.shown, f.data, _options(settings, f), False))
             analyzed.add(id(f))
+    # the project modules the files import that are not among them: read for their exports, not reported
+    loaded, tree = _load_imported(tree_files, modules, settings, cache, jobs, result.stats, analyzed)
+    tree_files += loaded
     for _ in range(_MAX_ROUNDS):
         # modules other files use: compute their summaries (also when the pre-filter skipped them)
         unread = {
@@ -560,13 +588,162 @@ def _lint_paths(
                 result.stats.prefiltered += 1
             if cache is not None:
                 cache.put(f.digest, res, f.ext or _NO_EXTERNALS)
-        per_file[f.shown] = res.findings
+        if f.reported:
+            per_file[f.shown] = res.findings
+            off = settings.ignored_in(f.path)
+            if off:
+                per_file[f.shown] = [x for x in res.findings if not any(x.rule.startswith(c) for c in off)]
     if cache is not None:
         cache.save()
     findings = [f for fs in per_file.values() for f in fs if settings.enabled(f.rule)]
     findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
     result.findings = findings
     return result
+
+
+_IMPORT_LINE = re.compile(
+    rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import\b|import[ \t]+([\w.]+))", re.MULTILINE
+)
+_MAX_IMPORT_DEPTH = 4
+_DEFAULT_SPEC = pathspec.GitIgnoreSpec.from_lines(DEFAULT_EXCLUDES)
+
+
+def _module_root(settings: Settings, files: list[Path]) -> Path:
+    """The folder project modules are looked up in: the config's folder; without a config the current
+    folder when it holds every linted file, else the files' common parent."""
+    if settings.config_path is not None or not files:
+        return settings.root.resolve()
+    cwd = Path.cwd().resolve()
+    if all(_rel(f, cwd) is not None for f in files):
+        return cwd
+    return Path(os.path.commonpath([str(f.parent) for f in files]))
+
+
+class _Modules:
+    """Python modules and notebooks of the project (under its root, outside the tool folders) that an
+    import spec or ``%run`` names, found on disk like Python would find them from the importing file."""
+
+    def __init__(self, root: Path, linted: set[Path]) -> None:
+        self.root = root
+        self.linted = linted
+        self._found: dict[tuple[Path, str], Path | None] = {}
+        self._listed: dict[Path, set[str]] = {}
+
+    def find(self, importer: Path, spec: str) -> Path | None:
+        key = (importer.parent, spec)
+        if key not in self._found:
+            self._found[key] = self._find(importer, spec)
+        return self._found[key]
+
+    def _find(self, importer: Path, spec: str) -> Path | None:
+        if spec.startswith("%run:"):
+            target = spec[5:].strip()
+            if target.startswith("/"):
+                return None
+            base = importer.parent / target
+            candidates = [Path(os.path.normpath(str(base) + sfx)) for sfx in ("", ".py", ".ipynb")]
+        else:
+            level = len(spec) - len(spec.lstrip("."))
+            parts = [p for p in spec[level:].split(".") if p]
+            if not level and (not parts or parts[0] in sys.stdlib_module_names):
+                return None
+            if level:
+                base = importer.parent
+                for _ in range(level - 1):
+                    base = base.parent
+                folders = [base]
+            else:
+                folders = [importer.parent, *importer.parent.parents]
+            candidates = []
+            for folder in folders:
+                if _rel(folder, self.root) is None:
+                    break
+                names = self._entries(folder)
+                if parts and not {parts[0], parts[0] + ".py", parts[0] + ".ipynb"} & names:
+                    continue
+                p = folder.joinpath(*parts)
+                candidates += [Path(str(p) + ".py"), p / "__init__.py", Path(str(p) + ".ipynb")]
+        for cand in candidates:
+            rel = _rel(cand, self.root)
+            if rel is None or _DEFAULT_SPEC.match_file(rel) or not cand.is_file():
+                continue
+            if cand.suffix in (".py", ".ipynb") and cand.resolve() != importer:
+                return cand.resolve()
+        return None
+
+    def _entries(self, folder: Path) -> set[str]:
+        """The names in a folder (read once): most import specs name no file of the folder at all."""
+        if folder not in self._listed:
+            try:
+                self._listed[folder] = set(os.listdir(folder))
+            except OSError:
+                self._listed[folder] = set()
+        return self._listed[folder]
+
+    def imports_outside(self, importer: Path, data: bytes) -> bool:
+        """Does the source import (or ``%run``) a project module that is not among the linted files?"""
+        specs = [(m.group(1) or m.group(2)).decode("ascii", "replace") for m in _IMPORT_LINE.finditer(data)]
+        specs += [
+            "%run:" + m.group(1).decode("utf-8", "replace") for m in re.finditer(rb"%run[ \t]+(\S+)", data)
+        ]
+        for spec in specs:
+            found = self.find(importer, spec)
+            if found is not None and found not in self.linted:
+                return True
+        return False
+
+
+def _load_imported(
+    tree_files: list[_File],
+    modules: _Modules,
+    settings: Settings,
+    cache: Cache | None,
+    jobs: int | None,
+    stats: Stats,
+    analyzed: set[int],
+) -> tuple[list[_File], _Tree]:
+    """Read the project modules the linted files import (and the modules those import, a few levels
+    deep) that are not linted themselves, so that values can be followed into them. They are analyzed
+    for their summaries and never reported. Returns them and the tree of all files."""
+    known = {f.real for f in tree_files}
+    loaded: list[_File] = []
+    frontier = list(tree_files)
+    for _ in range(_MAX_IMPORT_DEPTH):
+        tree = _Tree(tree_files + loaded)
+        new: dict[Path, _File] = {}
+        for f in frontier:
+            if f.result is None:
+                continue
+            for spec in sorted({want.rpartition(".")[0] for want in f.result.imports} - {""}):
+                if tree.resolve(f, spec) is not None:
+                    continue
+                found = modules.find(f.real, spec)
+                if found is None or found in known:
+                    continue
+                try:
+                    data = found.read_bytes()
+                except OSError:
+                    continue
+                digest = hashlib.blake2b(data, digest_size=20).hexdigest() if cache is not None else ""
+                known.add(found)
+                new[found] = _File(found, display_path(found), found, data, digest, reported=False)
+        if not new:
+            stats.modules_read = len(loaded)
+            return loaded, tree
+        todo = []
+        for item in new.values():
+            cached = cache.result(item.digest, item.shown) if cache is not None else None
+            if cached is not None and cached[0].summary is not None:
+                item.result, item.ext = cached
+                continue
+            item.summarize = True
+            todo.append(item)
+        if todo:
+            analyzed.update(_analyze(todo, settings, {}, jobs, _no_progress, stats, prefilter=False))
+        loaded += new.values()
+        frontier = list(new.values())
+    stats.modules_read = len(loaded)
+    return loaded, _Tree(tree_files + loaded)
 
 
 def _analyze(

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Idempotent set-up: .venv with upsertsink installed (editable), and the Delta JARs in ~/.m2.
+# Idempotent set-up: .venv with upsertsink installed (editable, with every extra the tests need: the embedded
+# engine, Spark, the Connect client, dev tools, the S3 server), and the Delta JARs in ~/.m2.
 # Quick when nothing changed: it compares a stamp of pyproject.toml and checks the JAR files exist.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" != "$have" ] || [ ! -x "$VENV/bin/upsertsink" ]; then
     echo "bootstrap: installing Python packages into .venv (pip)"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[spark,connect,dev,objectstore]"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[spark,connect,embedded,dev,objectstore]"
     echo "$want" > "$STAMP"
 fi
 

@@ -306,3 +306,28 @@ def test_writers_racing_to_create_the_table_store_each_key_once(tmp_path):
             t.join()
         assert not errors, errors
         assert sorted(ids(path)) == [1, 2, 3, 4, 5], f"round {round_}: {read_rows(path)}"
+
+
+def test_a_create_whose_log_is_not_written_yet_is_a_new_table_to_the_next_writer(engine, tmp_path):
+    # Found by the four-writer stress run: one writer's create had written its data file but not its log when
+    # another writer opened the folder and refused it as "not a Delta table" (NotADeltaTableError, not retried).
+    # The sink marks a create before it writes; data files beside that mark are a create's, not foreign data.
+    path = tmp_path / "t"
+    first = cdc_sink(str(path))
+    first.write(engine.frame(cdc((1, "a", 1, "U")), CDC), batch_id=0)
+    log_dir = path / "_delta_log"
+    assert (path / "_upsertsink" / "creating").exists()
+    import shutil
+
+    shutil.rmtree(log_dir)  # the state of the folder between the create's data file and its log
+    assert any(n.startswith("part-") for n in os.listdir(path))
+    cdc_sink(str(path)).write(engine.frame(cdc((2, "b", 1, "U")), CDC), batch_id=0)
+    assert ids(path) == [2]  # the interrupted create's file is referenced by no log: it is not in the table
+
+
+def test_a_parquet_dataset_without_the_sinks_mark_is_still_refused(engine, tmp_path):
+    path = tmp_path / "t"
+    path.mkdir()
+    (path / "part-00000-0a1b2c3d-0000-4000-8000-000000000000-c000.snappy.parquet").write_bytes(b"PAR1")
+    with pytest.raises(NotADeltaTableError, match="part-00000"):
+        cdc_sink(str(path)).write(engine.frame(cdc((1, "a", 1, "U")), CDC), batch_id=0)

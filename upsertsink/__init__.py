@@ -61,9 +61,14 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    # The sink and the diff import pandas/pyarrow/deltalake; load them on first use only.
+    # The sink and the diff import pandas/pyarrow/deltalake (the extra upsertsink[embedded]); load them on
+    # first use only.
     if name in _LAZY:
         import importlib
 
+        if _LAZY[name] == "upsertsink.sink":  # the diff checks on its first call (its engine may be Spark's)
+            from upsertsink.errors import require_embedded
+
+            require_embedded(f"upsertsink.{name}")
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'upsertsink' has no attribute {name!r}")

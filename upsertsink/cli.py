@@ -18,6 +18,7 @@ _COMMANDS = {
     "diff": "upsertsink.cli_diff:diff_command",
     "replay-check": "upsertsink.cli_diff:replay_check_command",
     "lint": "upsertsink.lint.cli:lint_command",
+    "server": "upsertsink.lint.server:server_command",
 }
 
 

@@ -56,6 +56,18 @@ def run(work: Callable[[], T]) -> T:
         fail(error_line(exc))
 
 
+def require_extras(command: str, spark_flag: str | None = None) -> None:
+    """Name the missing extra in one error before a command imports anything heavy: ``[spark]`` (which brings
+    the embedded extra) when ``spark_flag`` (``--engine spark``, ``--table``) puts the command on Spark, else
+    ``[embedded]`` (the sink, the tables' logs and the Arrow diff)."""
+    from upsertsink.errors import require_embedded
+    from upsertsink.session import require_spark
+
+    if spark_flag is not None:
+        require_spark(f"{command} {spark_flag}")
+    require_embedded(command)
+
+
 def split_columns(values: Sequence[str]) -> list[str]:
     """Column flags as ruff-style lists: ``--key a,b`` and ``--key a --key b`` mean the same."""
     return [part.strip() for value in values for part in value.split(",") if part.strip()]

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from upsertsink.cli_common import Progress, run, split_columns
+from upsertsink.cli_common import Progress, require_extras, run, split_columns
 
 EXIT_EQUAL, EXIT_DIFFERENT = 0, 1
 
@@ -98,6 +98,8 @@ def diff_command(
     sides = _sides([p for p in (left, right) if p is not None], tables)
 
     def work() -> tuple[Any, str]:
+        on_spark = "--table" if tables else "--engine spark" if engine == "spark" else None
+        require_extras("upsertsink diff", on_spark)
         from upsertsink.diffing import diff, render
 
         with Progress() as progress:
@@ -211,10 +213,13 @@ def replay_check_command(
     named_tables = _parse_tables(tables, named)
 
     def work() -> tuple[Any, str]:
-        from upsertsink.replay import load_job, read_input, replay_check
+        from upsertsink.errors import require_embedded
         from upsertsink.session import current_or_new_session, require_spark
 
         require_spark("upsertsink replay-check")
+        require_embedded("upsertsink replay-check")  # the spark extra brings it
+        from upsertsink.replay import load_job, read_input, replay_check
+
         job = load_job(target)
         with Progress() as progress:
             progress("starting Spark")

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from upsertsink.cli_common import fail, run, split_columns
+from upsertsink.cli_common import fail, require_extras, run, split_columns
 
 
 def _table_location(target: str) -> str:
@@ -69,6 +69,8 @@ def write(
 
     def work() -> Any:
         nonlocal sink
+        on_spark = "--table" if table_name is not None else "--engine spark" if engine == "spark" else None
+        require_extras("upsertsink write", on_spark)
         from upsertsink import io
         from upsertsink.sink import UpsertSink
 
@@ -160,6 +162,7 @@ def status(path: str | None, table_name: str | None, limit: int, as_json: bool) 
     label = _one_table(path, table_name)
 
     def work() -> dict[str, Any]:
+        require_extras("upsertsink status", "--table" if table_name is not None else None)
         from upsertsink import markers
         from upsertsink.io import split_version
 
@@ -218,6 +221,7 @@ def maintain(path: str | None, table_name: str | None, as_json: bool) -> None:
     label = _one_table(path, table_name)
 
     def work() -> Any:
+        require_extras("upsertsink maintain", "--table" if table_name is not None else None)
         from upsertsink import markers
         from upsertsink.maintenance import maintain as run_maintenance
         from upsertsink.storage import deltalake_options

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -66,6 +67,37 @@ class WriteFailedError(UpsertSinkError):
 
     The table is left as it was, or with this batch fully applied; sending the same batch again is safe.
     """
+
+
+# ---------------------------------------------------------------- the embedded extra
+
+EMBEDDED_EXTRA_INSTALL = 'pip install "upsertsink[embedded]"'
+# What the sink (on either engine: it reads the table's log with deltalake) and the Arrow diff import: the
+# extra ``upsertsink[embedded]``, as (module, distribution).
+_EMBEDDED_MODULES = (
+    ("deltalake", "deltalake"),
+    ("pyarrow", "pyarrow"),
+    ("pandas", "pandas"),
+    ("numpy", "numpy"),
+    ("datafusion", "datafusion"),
+)
+
+
+class EmbeddedNotInstalledError(UpsertSinkError, ImportError):
+    """The sink or the Arrow diff was used but the ``upsertsink[embedded]`` extra (deltalake, pyarrow, pandas,
+    numpy, datafusion) is missing: the base install is the linter and the CLI only."""
+
+
+def require_embedded(feature: str = "this") -> None:
+    """Raise :class:`EmbeddedNotInstalledError` naming ``pip install "upsertsink[embedded]"`` when a package
+    of the embedded extra is not installed. ``feature`` names what needs them. Nothing is imported here."""
+    missing = [dist for module, dist in _EMBEDDED_MODULES if importlib.util.find_spec(module) is None]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise EmbeddedNotInstalledError(
+            f"{feature} needs the embedded extra, but {', '.join(missing)} {verb} not installed: "
+            f"{EMBEDDED_EXTRA_INSTALL}"
+        )
 
 
 # ---------------------------------------------------------------- naming settings in messages

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 
 from upsertsink.errors import NotADeltaTableError
 from upsertsink.fingerprint import Fingerprint
-from upsertsink.tombstones import HELPER_DIRS, deltalake_uri
+from upsertsink.tombstones import HELPER_DIRS, ROOT_DIR, deltalake_uri
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +84,53 @@ def _local(path: str) -> str | None:
     return path
 
 
+# The name of the files Delta writers give table data (delta-rs and Spark alike), and of partition folders.
+_DATA_FILE = re.compile(r"^part-\d{5}-[0-9a-fA-F-]{36}-c\d{3}(\.[A-Za-z0-9]+)*\.parquet$")
+_PARTITION_DIR = re.compile(r"^[^=]+=.*$")
+CREATING = "creating"
+
+
+def mark_create(path: str) -> None:
+    """Leave the sink's trace in a local target before it creates the table there: the data files a create
+    writes appear before its log does, so another writer (or the same one, restarted after a crash) must tell
+    a create in progress from a folder of foreign data."""
+    local = _local(path)
+    if local is None:
+        return
+    folder = os.path.join(local, ROOT_DIR)
+    os.makedirs(folder, exist_ok=True)
+    marker = os.path.join(folder, CREATING)
+    if not os.path.exists(marker):
+        with open(marker, "w") as f:
+            f.write("a writer of upsertsink created the table here; data files without a _delta_log are its own\n")
+
+
+def _create_leftovers(local: str, entries: list[str]) -> bool:
+    """Are ``entries`` the data files of a table create that has not committed yet (still running, or killed
+    before its log was written), by the sink's own trace? They are referenced by no log: the table is new."""
+    if not os.path.exists(os.path.join(local, ROOT_DIR, CREATING)):
+        return False
+    return _create_leftovers_in(local, entries)
+
+
+def _create_leftovers_in(folder: str, entries: list[str]) -> bool:
+    """Every entry a Delta data file, or a partition folder holding only such files and folders."""
+    for e in entries:
+        full = os.path.join(folder, e)
+        if os.path.isdir(full):
+            if not _PARTITION_DIR.match(e) or not _create_leftovers_in(full, [n for n in os.listdir(full) if not n.startswith(".")]):
+                return False
+        elif not _DATA_FILE.match(e):
+            return False
+    return True
+
+
 def check_target_path(path: str) -> None:
     """Refuse a local target that is a file, or a folder holding data that is not a Delta table.
 
     A folder that holds nothing but the sink's own helper data (a crash before the first data commit) is a
-    new table.
+    new table, and so is one that holds the data files of the sink's own create beside them (a create racing
+    this write, or one killed before its log was written: :func:`mark_create`).
     """
     local = _local(path)
     if local is None:
@@ -96,7 +139,7 @@ def check_target_path(path: str) -> None:
         raise NotADeltaTableError(f"target {path} is a file, not a Delta table folder")
     if os.path.isdir(local) and not os.path.isdir(os.path.join(local, "_delta_log")):
         entries = [e for e in os.listdir(local) if not e.startswith(".") and e not in HELPER_DIRS]
-        if entries:
+        if entries and not _create_leftovers(local, entries):
             raise NotADeltaTableError(
                 f"target {path} exists but is not a Delta table (no _delta_log; it holds {sorted(entries)[:5]}); "
                 "choose an empty or new path, or convert it to Delta first"

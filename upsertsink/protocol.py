@@ -233,6 +233,8 @@ def _attempt(
         write=uuid.uuid4().hex[:16], **extra,
     )
     faults.point("before-commit")
+    if not snapshot.exists:
+        markers.mark_create(request.target)
     outcome = engine.commit(request, batch, snapshot, plan, meta, new_columns, marker)
     if marker is not None:
         markers.note_commit(snapshot, outcome.version, {marker.app_id: marker.version})

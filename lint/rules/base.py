@@ -181,18 +181,20 @@ class Rule:
             also = f"; it also reaches {shown}{', ...' if len(reach.others) > 3 else ''}"
         target, column = reach.target, reach.column
         label = reach.key_label if target == "key" else _TARGET_TEXT[target]
+        history = getattr(reach, "history", False) and target == "sequence"
+        of_sink = " of an `scd_type=2` sink" if history else ""
         if reach.rows:
             if column == "*":
                 where = "it decides which rows are written (all columns)"
             elif target == "sequence":
-                where = f"it decides which duplicate row survives (sequence column `{column}`)"
+                where = f"it decides which duplicate row survives (sequence column `{column}`{of_sink})"
             else:
                 where = f"it decides which rows are written ({label} `{column}`)"
-            consequence = _ROWS_CONSEQUENCE[target]
+            consequence = _HISTORY_ROWS_CONSEQUENCE if history else _ROWS_CONSEQUENCE[target]
             fix = self.advice("rows")
         else:
-            where = f"it reaches {label} `{column}`"
-            consequence = _CONSEQUENCE[target]
+            where = f"it reaches {label} `{column}`{of_sink}"
+            consequence = _HISTORY_CONSEQUENCE if history else _CONSEQUENCE[target]
             fix = self.advice(target)
         return f"{what} {self.verb}; {where}{also}: {consequence}. Fix: {fix}"
 
@@ -260,6 +262,18 @@ _CONSEQUENCE = {
     "column": "a replay writes different values into this column, so two runs of the same batch do not leave "
     "the same table (legal, but replays are no longer byte-for-byte repeatable)",
 }
+# the sequence column of an SCD type 2 sink (``UpsertSink(..., scd_type=2)``): its values become the versions'
+# __START_AT/__END_AT, so what a type 1 sink only compares is written into the table as history
+_HISTORY_CONSEQUENCE = (
+    "this rewrites history on every replay, because the sequence value is every version's `__START_AT` and "
+    "the `__END_AT` of the version before it: a replay computes other values, places its events elsewhere in "
+    "each key's history, and opens, splits and closes versions that the first run did not (re-sent rows are "
+    "not recognized as the same events)"
+)
+_HISTORY_ROWS_CONSEQUENCE = (
+    "this rewrites history on every replay, because a replay can keep a different row of each group, with "
+    "a different sequence value, and so opens and closes versions at other `__START_AT`/`__END_AT` values"
+)
 _ROWS_CONSEQUENCE = {
     "key": "a replay writes a different set of rows, and so of keys, than the first run",
     "sequence": "a replay can keep a different row of each group, with a different sequence value",

@@ -53,6 +53,15 @@ clock functions (`datetime.datetime.now/utcnow/today`, `datetime.date.today`, `t
 perf_counter`, `pandas.Timestamp.now`...) behave the same way once their value is put into a column with
 `F.lit(...)` or interpolated into SQL text. Clock reads that never reach DataFrame data (logging, timing a
 step) are not reported.
+
+A history table makes a clock in the sequence column worse: with `UpsertSink(..., scd_type=2)` (or
+`UpsertSink.for_table(..., scd_type=2)`; `scd_type` given as `2` or as a constant that is 2, also from another
+module of the tree) the `sequence_by` column becomes every version's `__START_AT` and the `__END_AT` of the
+version before it, so a replay rewrites the table's history: its versions open and close at other times, and
+re-sent events open new versions instead of matching the ones already written. The finding is an error, like
+every clock sequence, and its message says that it rewrites history on every replay; the same holds for the
+other sources (random numbers, UUIDs, partition-dependent ids, numberings over orderings that may tie). The
+columns named in `track_history` / `track_history_except` are ordinary written columns.
 """,
     why="Each replay sees a different time.",
     catalogue=CATALOGUE,
@@ -91,6 +100,16 @@ step) are not reported.
             "updated_at",
             sequence=("updated_at",),
         ),
+        Invalid(
+            "from pyspark.sql import functions as F\nfrom upsertsink import UpsertSink\n"
+            "history = UpsertSink.for_table('crm.customer_history', keys=['customer_id'],\n"
+            "                               sequence_by='valid_from', scd_type=2)\n"
+            "history.write(changes.withColumn('valid_from', F.current_timestamp()), batch_id=epoch)\n",
+            5,
+            48,
+            "sequence",
+            "valid_from",
+        ),
     ),
     valid=(
         Valid(
@@ -103,5 +122,11 @@ step) are not reported.
             "out = out.withColumn('u', F.unix_timestamp('event_ts'))\n"
         ),
         Valid("def now():\n    return 0\n\nout = df.withColumn('id', F.lit(now()))\n", keys=("id",)),
+        Valid(
+            "from pyspark.sql import functions as F\nfrom upsertsink import UpsertSink\n"
+            "history = UpsertSink('/lake/customer_history', keys=['customer_id'], sequence_by='valid_from',\n"
+            "                     scd_type=2, track_history=['street', 'city'])\n"
+            "history.write(changes.withColumn('valid_from', F.col('source_commit_ts')), batch_id=epoch)\n"
+        ),
     ),
 )

@@ -362,3 +362,34 @@ def test_broken_pyproject_on_the_way_up_exits_2(project: Path) -> None:
     result = CliRunner().invoke(lint_command, ["jobs"])
     assert result.exit_code == 2
     assert result.stdout == "" and "pyproject.toml" in result.stderr
+
+
+def test_config_md_is_generated_and_up_to_date() -> None:
+    from upsertsink.lint.docs import render_config_md
+
+    committed = (REPO / "docs" / "config.md").read_text(encoding="utf-8")
+    assert committed == render_config_md(), (
+        "regenerate with: python -m upsertsink.lint.docs config > docs/config.md"
+    )
+
+
+def test_config_md_documents_every_setting_and_option_with_examples_that_load(tmp_path: Path) -> None:
+    from upsertsink.lint.config import SETTINGS, TABLE_KEYS, load_table, resolve_settings
+    from upsertsink.lint.docs import render_config_md
+
+    text = render_config_md()
+    assert {s.name for s in SETTINGS} == TABLE_KEYS
+    for s in SETTINGS:
+        assert f"## {s.name}\n" in text
+        # every example is a valid config on its own (known setting, right type, known codes)
+        cfg = tmp_path / f"{s.name}.toml"
+        cfg.write_text(("" if s.example.startswith("[") else "[tool.upsertsink.lint]\n") + s.example + "\n")
+        assert load_table(cfg, explicit=True)
+        resolve_settings([tmp_path], cfg)
+    for param in lint_command.params:
+        if param.param_type_name == "option":
+            assert f"`{param.opts[0]}`" in text, param.opts
+    linter_md = (REPO / "docs" / "linter.md").read_text(encoding="utf-8")
+    for param in lint_command.params:
+        if param.param_type_name == "option":
+            assert f"`{param.opts[0]}" in linter_md, f"{param.opts[0]} is not in docs/linter.md"

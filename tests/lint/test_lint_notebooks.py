@@ -192,7 +192,12 @@ def test_run_notebook_names_are_resolved_in_the_linted_tree(tmp_path: Path, monk
     assert ("orders.py", 15, "ND003", "batch") in got
     batch = next(f for f in doc["findings"] if f["column_name"] == "batch")
     assert "setup.py:3" in batch["message"] and "`BATCH_ID`" in batch["message"]
-    # without the %run notebook in the tree the name is unknown: no finding for it
+    # linting orders.py alone still reads the %run notebook of the project (not reporting its findings)
+    doc = json.loads(run("orders.py", "--format", "json").output)
+    assert {f["path"] for f in doc["findings"]} == {"orders.py"}
+    assert "batch" in [f["column_name"] for f in doc["findings"]]
+    # without the %run notebook in the project the name is unknown: no finding for it
+    (tmp_path / "setup.py").unlink()
     doc = json.loads(run("orders.py", "--format", "json").output)
     assert "batch" not in [f["column_name"] for f in doc["findings"]]
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from upsertsink.diffing.inputs import Request, as_list, check_tolerance, choose_engine, resolve
 from upsertsink.diffing.result import DiffResult
-from upsertsink.errors import InvalidInputError
+from upsertsink.errors import InvalidInputError, require_embedded
+from upsertsink.session import require_spark
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,9 @@ def diff(
     Spark/pandas DataFrame or a pyarrow Table. ``tolerance`` is an absolute tolerance for float/decimal
     columns (exact by default). ``engine``: ``"auto"``, ``"spark"`` or ``"embedded"`` (Arrow, no JVM).
     """
+    if engine == "spark":  # the spark extra brings the embedded one
+        require_spark("diff on Spark", delta=False)
+    require_embedded("upsertsink.diff")
     req = Request(
         keys=as_list(keys, "keys") or [],
         columns=as_list(columns, "columns"),

@@ -34,7 +34,9 @@ def assert_frame_equal_by_key(
     """
     __tracebackhide__ = True
     from upsertsink.diffing import diff, render
+    from upsertsink.errors import require_embedded
 
+    require_embedded("assert_frame_equal_by_key")
     result = diff(
         left, right, keys, columns=columns, ignore_columns=ignore_columns, tolerance=tolerance,
         sample_size=max(limit, 1),
