@@ -247,3 +247,73 @@ def test_ignore_null_updates_on_a_latest_row_sink_keeps_stored_values_for_nulls(
     assert rows == [(1, "A", "y", 2), (2, "B", "x", 1), (3, None, "z", 2)]
     again = sink.write(engine.frame([ev(1, 3, None, None)], SCHEMA), batch_id=2)
     assert again.updated == 1 and [r["tier"] for r in read_rows(path)][:1] == ["y"]
+
+
+# ---------------------------------------------------------------- the CLI and the diff on history tables
+
+
+def _cli(*args: str):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = str(Path(sys.executable).with_name("upsertsink"))
+    return subprocess.run([cli, *args], check=False, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+
+
+def test_cli_writes_a_history_table_and_status_says_it_is_one(tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    target = str(tmp_path / "t")
+    pq.write_table(pa.Table.from_pylist([ev(1, 10, "Elm"), ev(1, 30, "Pine")]), tmp_path / "b0.parquet")
+    pq.write_table(pa.Table.from_pylist([ev(1, 20, "Maple", op="U")]), tmp_path / "b1.parquet")
+    base = ["--target", target, "--key", "id", "--sequence-by", "seq", "--delete-when", "op = 'D'",
+            "--scd-type", "2", "--track-history", "addr", "--json"]
+    for i in (0, 1):
+        r = _cli("write", str(tmp_path / f"b{i}.parquet"), *base, "--batch-id", str(i))
+        assert r.returncode == 0, r.stderr
+    assert versions(target) == [(1, 10, 20, "Elm", "x", 10), (1, 20, 30, "Maple", "x", 20), (1, 30, None, "Pine", "x", 30)]
+    status = _cli("status", target, "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["scd_type"] == 2
+    assert "history table (SCD type 2)" in _cli("status", target).stdout
+    bad = _cli("write", str(tmp_path / "b1.parquet"), "--target", target, "--key", "id", "--scd-type", "2")
+    assert bad.returncode == 2 and "--scd-type=2 needs --sequence-by" in bad.stderr
+
+
+@pytest.mark.parametrize("diff_engine", ["embedded", "spark"])
+def test_diff_compares_two_history_tables_version_by_version(tmp_path, diff_engine, request):
+    from upsertsink import diff
+
+    if diff_engine == "spark":
+        request.getfixturevalue("spark")
+    left, right = tmp_path / "left", tmp_path / "right"
+    first = [ev(1, 10, "Elm"), ev(1, 30, "Pine"), ev(2, 5, "Oak")]
+    history_sink(left).write(pa.Table.from_pylist(first), batch_id=0)
+    history_sink(right).write(pa.Table.from_pylist(first), batch_id=0)
+    assert diff(str(left), str(right), keys=["id"], engine=diff_engine).equal
+    # the late event splits key 1's first version on the right only: one version changed, one added
+    history_sink(right).write(pa.Table.from_pylist([ev(1, 20, "Maple")]), batch_id=1)
+    result = diff(str(left), str(right), keys=["id"], engine=diff_engine)
+    assert result.keys == ["id", START]
+    assert (result.changed, result.only_in_left, result.only_in_right, result.duplicate_keys) == (1, 0, 1, 0)
+
+
+def test_maintain_compacts_the_event_log_and_the_history_stays(tmp_path):
+    from upsertsink.history import EventLog, forget
+
+    path = tmp_path / "t"
+    sink = history_sink(path)
+    for i in range(5):
+        sink.write(pa.Table.from_pylist([ev(1, 10 * (i + 1), f"a{i}"), ev(2, 10 * (i + 1), "same")]), batch_id=i)
+    folder = EventLog(str(path), ("id",), "seq", None).folder
+    assert len([n for n in folder.names() if n.endswith(".parquet")]) == 5
+    report = sink.maintain()
+    assert [(h["keys"], h["files_before"], h["files_after"]) for h in report.history] == [(["id"], 5, 1)]
+    forget()  # a new process: the compacted log alone
+    sink.write(pa.Table.from_pylist([ev(1, 25, "late")]), batch_id=5)
+    got = versions(path)
+    assert [v[:4] for v in got if v[0] == 1][1:4] == [(1, 20, 25, "a1"), (1, 25, 30, "late"), (1, 30, 40, "a2")]
+    assert [v[:3] for v in got if v[0] == 2] == [(2, 10, None)]

@@ -51,6 +51,7 @@ HISTORY_ROOT = "_upsertsink/history"
 SCD_TYPES = (1, 2)
 PENDING_PREFIX = "p-"
 COMMITTED_PREFIX = "c-"
+ABOUT = "upsertsink.history"  # parquet metadata key: the log's key and sequence columns
 # A pending event file whose write is not in the log this long after it was written belongs to a writer that
 # died before its commit (no attempt lives that long); readers ignore it until then, and delete it after.
 PENDING_GRACE_S = 3600
@@ -340,14 +341,18 @@ class EventLog:
     def record(self, events: pa.Table, token: str, base_version: int | None) -> None:
         """Write the events of the write ``token`` as pending (before its data commit)."""
         meta = {"upsertsink.base_version": "" if base_version is None else str(base_version),
-                "upsertsink.written_at": str(time.time())}
+                "upsertsink.written_at": str(time.time()), **self._about()}
         self.folder.write(f"{PENDING_PREFIX}{token}.parquet", events, meta)
 
     def promote(self, events: pa.Table, token: str) -> None:
         """The write ``token`` is committed: its events count from now on (a crash before this leaves the
         pending file, which a reader promotes when it finds the write in the log)."""
-        self.folder.write(f"{COMMITTED_PREFIX}{token}.parquet", events, {})
+        self.folder.write(f"{COMMITTED_PREFIX}{token}.parquet", events, self._about())
         self.folder.delete(f"{PENDING_PREFIX}{token}.parquet")
+
+    def _about(self) -> dict[str, str]:
+        """What every event file says of its log (``upsertsink maintain`` finds the logs by it)."""
+        return {ABOUT: json.dumps({"keys": list(self.keys), "sequence": self.sequence})}
 
     def events_for(self, wanted: pa.Table, snapshot: Any) -> pa.Table | None:
         """Every committed event of the keys in ``wanted`` (a table of the key columns); None when none."""
@@ -405,19 +410,20 @@ class EventLog:
             known = _KNOWN.get(self.folder.uri)
         return 0 if known is None else len(known.files)
 
-    def compact(self) -> int:
+    def compact(self, snapshot: Any = None) -> int:
         """Write every committed event in one file, then delete the files it replaces (a crash in between
-        leaves each event twice, which counts once); returns the number of files replaced."""
+        leaves each event twice, which counts once); returns the number of files replaced. With the target's
+        ``snapshot``, pending files of committed writes are promoted first."""
         from upsertsink import faults
 
-        known = self._refresh(None)
+        known = self._refresh(snapshot)
         with known.lock:
             files, parts = sorted(known.files), list(known.parts)
         if len(files) < 2:
             return 0
         merged = unique_events(pa.concat_tables(parts, promote_options="permissive"), self.keys, self.sequence)
         name = f"{COMMITTED_PREFIX}{new_token()}.parquet"
-        self.folder.write(name, merged, {})
+        self.folder.write(name, merged, self._about())
         faults.point("events-compacted")
         for old in files:
             self.folder.delete(old)
@@ -456,6 +462,33 @@ class EventLog:
         if time.time() - mtime > PENDING_GRACE_S:
             log.info("removing the events of write %s, never committed, from %s", token, self.folder.uri)
             self.folder.delete(name)
+
+
+def logs_of(target: str, storage_options: dict[str, str] | None) -> list[EventLog]:
+    """Every event log kept in a target (one per key set of a history sink that wrote it)."""
+    import pyarrow.parquet as pq
+
+    from upsertsink.maintenance import _scopes
+    from upsertsink.tombstones import _Folder
+
+    out = []
+    for scope in sorted(_scopes(_Folder(target, HISTORY_ROOT, storage_options))):
+        folder = _Folder(target, f"{HISTORY_ROOT}/{scope}", storage_options)
+        for name in sorted(n for n in folder.names() if n.endswith(".parquet") and not n.startswith(".")):
+            try:
+                if folder.local is not None:
+                    schema = pq.read_schema(f"{folder.local}/{name}")
+                else:
+                    with folder._remote().open_input_file(f"{folder.relative}/{name}") as f:
+                        schema = pq.read_schema(f)
+            except FileNotFoundError:
+                continue
+            raw = (schema.metadata or {}).get(ABOUT.encode())
+            if raw:
+                about = json.loads(raw)
+                out.append(EventLog(target, tuple(about["keys"]), about["sequence"], storage_options))
+                break
+    return out
 
 
 def new_token() -> str:
