@@ -261,7 +261,10 @@ class UpsertSink:
         if found is None:
             if df is None:
                 return False
-            found = catalog.create(spark, self.table_name, df, self.partition_by, B.needs_column_mapping(df.columns))
+            found = catalog.create(
+                spark, self.table_name, df, self.partition_by, B.needs_column_mapping(df.columns),
+                history_of=self.sequence_by if self._history is not None else None,
+            )
         _check_local_path(found)
         self.target = found
         return True
