@@ -261,20 +261,35 @@ def _order(events: pa.Table, keys: tuple[str, ...], sequence: str) -> pa.Array:
         return pc.sort_indices(probe, sort_keys=[("k", "ascending"), ("s", "ascending")])
 
 
-def source_rows(new: pa.Table, old: pa.Table, keys: tuple[str, ...]) -> pa.Table:
-    """The MERGE source: every version of ``new`` (the MERGE leaves unchanged ones as they are), plus the
-    delete of every stored version of these keys (``old``: the keys and START) whose (key, START) is gone."""
+def source_rows(new: pa.Table, known: pa.Table, stored: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+    """The MERGE source: the versions of ``new`` that changed, plus the delete of every stored version of these
+    keys whose (key, START) is gone from ``new``.
+
+    A version of ``new`` is unchanged when ``known`` (the versions the logged events alone give) holds it
+    exactly and the table stores it with the same START and END (``stored``: the keys, START and END of the
+    stored versions of these keys): a version whose boundaries moved is always sent."""
     ident = [*keys, START]
-    upserts = new.append_column(pa.field(DELETE_FLAG, pa.bool_()), pa.array(np.zeros(new.num_rows, bool)))
-    if old.num_rows == 0:
+    bounds = [*keys, START, END]
+
+    def ids(table: pa.Table, cols: list[str]) -> np.ndarray:
+        if table.num_rows == 0:
+            return np.zeros(0, np.uint64)
+        return fp.combine([fp.column_hash(pc.cast(table[c], new.schema.field(c).type)) for c in cols], table.num_rows)
+
+    same = np.isin(fp.Hasher(new, exclude=[]).rows(), fp.Hasher(known, exclude=[]).rows()) if (
+        new.num_rows and known.num_rows) else np.zeros(new.num_rows, bool)
+    same &= np.isin(ids(new, bounds), ids(stored, bounds))
+    upserts = new.filter(pa.array(~same))
+    upserts = upserts.append_column(pa.field(DELETE_FLAG, pa.bool_()), pa.array(np.zeros(upserts.num_rows, bool)))
+    if stored.num_rows == 0:
         return upserts
-    new_id = fp.combine([fp.column_hash(new[c]) for c in ident], new.num_rows)
-    old_id = fp.combine([fp.column_hash(pc.cast(old[c], new.schema.field(c).type)) for c in ident], old.num_rows)
-    gone = old.filter(pa.array(~np.isin(old_id, new_id)))
+    gone = stored.filter(pa.array(~np.isin(ids(stored, ident), ids(new, ident))))
     if gone.num_rows == 0:
         return upserts
-    filler = {c: pa.nulls(gone.num_rows, new.schema.field(c).type) for c in new.column_names if c not in ident}
-    rows = pa.table({c: (pc.cast(gone[c], new.schema.field(c).type) if c in ident else filler[c]) for c in new.column_names})
+    rows = pa.table({
+        c: (pc.cast(gone[c], new.schema.field(c).type) if c in ident else pa.nulls(gone.num_rows, new.schema.field(c).type))
+        for c in new.column_names
+    })
     rows = rows.append_column(pa.field(DELETE_FLAG, pa.bool_()), pa.array(np.ones(gone.num_rows, bool)))
     return pa.concat_tables([upserts, rows.cast(upserts.schema)])
 
@@ -347,8 +362,15 @@ class EventLog:
     def promote(self, events: pa.Table, token: str) -> None:
         """The write ``token`` is committed: its events count from now on (a crash before this leaves the
         pending file, which a reader promotes when it finds the write in the log)."""
-        self.folder.write(f"{COMMITTED_PREFIX}{token}.parquet", events, self._about())
-        self.folder.delete(f"{PENDING_PREFIX}{token}.parquet")
+        pending, committed = f"{PENDING_PREFIX}{token}.parquet", f"{COMMITTED_PREFIX}{token}.parquet"
+        if self.folder.local is not None:  # a rename: atomic, and no second write of the events
+            try:
+                os.replace(os.path.join(self.folder.local, pending), os.path.join(self.folder.local, committed))
+                return
+            except FileNotFoundError:
+                pass  # a reader promoted it first (it writes the committed file, then removes this one)
+        self.folder.write(committed, events, self._about())
+        self.folder.delete(pending)
 
     def _about(self) -> dict[str, str]:
         """What every event file says of its log (``upsertsink maintain`` finds the logs by it)."""
@@ -400,8 +422,7 @@ class EventLog:
                 except FileNotFoundError:
                     if attempt == 4:
                         raise
-                    known.files, known.parts = set(), []
-                    continue  # compacted away between the listing and the read: list again
+                    continue  # promoted or compacted between the listing and the read: list again
             return known
         raise AssertionError("unreachable")
 
@@ -433,10 +454,9 @@ class EventLog:
         return len(files)
 
     def _read_raw(self, name: str) -> pa.Table | None:
-        try:
-            return self.folder.read(name)
-        except FileNotFoundError:
-            return None  # promoted or removed meanwhile
+        # FileNotFoundError propagates: the file was promoted (or compacted) meanwhile, and the listing is
+        # read again, where its committed file is (skipping it would lose a committed write's events)
+        return self.folder.read(name)
 
     def _settle(self, name: str, token: str, mtime: float, snapshot: Any, known: _Known) -> None:
         """A pending file: promote it when its write is in the log, delete it when its writer is long dead."""

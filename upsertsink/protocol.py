@@ -296,21 +296,34 @@ def _attempt_history(
     columns = [*stored, *(c for c in batch_columns if c not in stored)]
     log_ = history.EventLog(request.target, keys, sequence, request.storage_options)
     past = log_.events_for(events.select(list(keys)), snapshot)
-    every = events if past is None else pa.concat_tables([past, events], promote_options="permissive")
-    for c in columns:  # a column the batch or older events lack: null in those events
-        if c not in every.column_names:
-            every = every.append_column(c, pa.nulls(every.num_rows, events.schema.field(c).type if c in events.column_names else pa.null()))
-    every = history.unique_events(every, keys, sequence)
+
+    def filled(table: pa.Table) -> pa.Table:  # a column the batch or older events lack: null in those events
+        for c in columns:
+            if c not in table.column_names:
+                kind = events.schema.field(c).type if c in events.column_names else pa.null()
+                table = table.append_column(c, pa.nulls(table.num_rows, kind))
+        return table
+
     seq_type = events.schema.field(sequence).type
     tracked = spec.tracked(columns, keys, sequence)
+    before = None if past is None else history.unique_events(filled(past), keys, sequence)
+    every = filled(events) if before is None else pa.concat_tables([before, filled(events)], promote_options="permissive")
+    every = history.unique_events(every, keys, sequence)
     new = history.fold(every, keys, sequence, columns, tracked, spec.ignore_null_updates, seq_type)
+    # the versions the logged events alone give: what the table holds for these keys (its invariant), so
+    # versions equal in both are left out of the MERGE, which then rewrites only what changed
+    known = (new.slice(0, 0) if before is None else
+             history.fold(before, keys, sequence, columns, tracked, spec.ignore_null_updates, seq_type))
     if snapshot.exists:
-        stored = pa.schema(snapshot.table.schema().to_arrow())
-        new = new.cast(pa.schema([stored.field(c) if c in stored.names else new.schema.field(c) for c in new.column_names]))
-        old = history.stored_versions(snapshot.table, keys, events.select(list(keys)), [*keys, history.START])
+        stored_schema = pa.schema(snapshot.table.schema().to_arrow())
+        want = pa.schema([stored_schema.field(c) if c in stored_schema.names else new.schema.field(c)
+                          for c in new.column_names])
+        new, known = new.cast(want), known.cast(want)
+        stored = history.stored_versions(snapshot.table, keys, events.select(list(keys)),
+                                         [*keys, *history.HISTORY_COLUMNS])
     else:
-        old = new.select([*keys, history.START]).slice(0, 0)
-    source = history.source_rows(new, old, keys)
+        stored = new.select([*keys, *history.HISTORY_COLUMNS]).slice(0, 0)
+    source = history.source_rows(new, known, stored, keys)
     token = history.new_token()
     log_.record(events, token, snapshot.version)
     faults.point("events-recorded")
