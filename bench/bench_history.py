@@ -14,6 +14,7 @@ opens a new version on top); the bench counts the keys whose history differs fro
 
     .venv/bin/python bench/bench_history.py [--keys 1000000] [--changes 10000] [--repeat 3]
                                             [--engines embedded,spark] [--growth 100000,300000,1000000]
+                                            [--output bench/results/history.json]
 
 Prints a table and writes bench/results/history.json. Target: sink <= 1.3x the hand-written MERGE.
 """
@@ -180,6 +181,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--engines", default="embedded,spark")
     p.add_argument("--growth", default="", help="comma-separated key counts: the sink's write at each (embedded)")
+    p.add_argument("--output", type=Path, default=RESULTS, help="where the JSON goes (default: %(default)s)")
     args = p.parse_args()
     engines = args.engines.split(",")
     out = {"machine": machine(), "runs": [], "growth": []}
@@ -207,8 +209,8 @@ def main() -> None:
             for d in work.iterdir():
                 if d.is_dir():
                     shutil.rmtree(d, ignore_errors=True)
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+    args.output.parent.mkdir(exist_ok=True)
+    args.output.write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":
