@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from sink_helpers import Engine
 
-CONNECT_MODULES = {"test_sink", "test_late_batches", "test_tombstones", "test_crash_safety", "test_first_steps"}
+CONNECT_MODULES = {"test_history", "test_sink", "test_late_batches", "test_tombstones", "test_crash_safety", "test_first_steps"}
 
 
 @pytest.fixture(scope="session")

@@ -142,3 +142,14 @@ def test_a_persistent_hive_metastore_finds_the_table_by_name_in_a_new_process(tm
     second = run("2")
     assert second["before"] == 0 and second["replay_skipped"] and second["ext_replay"]
     assert (second["rows"], second["after"]) == ([1], 1)
+
+
+def test_a_history_table_by_name_is_created_with_its_version_columns(session, schema):
+    name = f"{schema}.customers"
+    sink = _cdc(name, scd_type=2, track_history_except=["op"])
+    sink.write(session.createDataFrame([(1, "Elm", 10, "U"), (1, "Pine", 30, "U")], SCHEMA), batch_id=0)
+    sink.write(session.createDataFrame([(1, "Maple", 20, "U")], SCHEMA), batch_id=1)
+    rows = session.sql(f"SELECT v, __START_AT, __END_AT FROM {name} ORDER BY __START_AT").collect()
+    assert [tuple(r) for r in rows] == [("Elm", 10, 20), ("Maple", 20, 30), ("Pine", 30, None)]
+    assert dict(session.table(name).dtypes)["__END_AT"] == "bigint"
+    assert sink.write(session.createDataFrame([(1, "Maple", 20, "U")], SCHEMA), batch_id=1).skipped

@@ -38,6 +38,9 @@ def test_the_readme_tour_runs_as_written(spark, tmp_path, monkeypatch):
     assert sorted(r["order_id"] for r in spark.table("tour.orders").collect()) == [1, 2]
     spark.sql("DROP SCHEMA tour CASCADE")
     assert namespace["stream_sink"].last_batch_id() == 0
+    history = read_rows(str(tmp_path / "tables/order_history"), "__START_AT")
+    assert [(r["__START_AT"], r["__END_AT"], r["status"]) for r in history] == [
+        (1, 2, "new"), (2, 3, "paid"), (3, None, "shipped")]
     tests = [v for k, v in namespace.items() if k.startswith("test_") and callable(v)]
     assert tests, "the README's pytest example defines a test"
     for test in tests:

@@ -87,12 +87,21 @@ def as_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
-def create(spark: Any, name: str, df: Any, partition_by: list[str] | None, column_mapping: bool) -> str:
-    """Create the Delta table ``name`` with ``df``'s columns (no rows) unless it exists; its location.
+def create(
+    spark: Any, name: str, df: Any, partition_by: list[str] | None, column_mapping: bool, history_of: str | None = None,
+) -> str:
+    """Create the Delta table ``name`` with ``df``'s columns (no rows) unless it exists; its location. With
+    ``history_of`` (a history sink's sequence column), with ``__START_AT`` and ``__END_AT`` of its type too.
 
     The empty table is version 0; the first batch then commits, with its marker, as version 1. Two writers
     creating it at once: one creates it, the other finds it."""
-    writer = df.limit(0).write.format("delta").mode("ignore")
+    empty = df.limit(0)
+    if history_of is not None:
+        from upsertsink.history import END, START
+
+        kind = empty.schema[history_of].dataType
+        empty = empty.withColumns({START: empty[history_of].cast(kind), END: empty[history_of].cast(kind)})
+    writer = empty.write.format("delta").mode("ignore")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     if column_mapping:

@@ -43,11 +43,21 @@ def _table_location(target: str) -> str:
 @click.option("--late-batches", type=click.Choice(["refuse", "apply"]), default="refuse", show_default=True,
               help="A --batch-id below the app's marker that was never committed: refuse it (exit 2), or "
                    "apply it under the --sequence-by rules (a backfill).")
+@click.option("--scd-type", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="2: a history table (one row per version of a key, with __START_AT and __END_AT); needs "
+                   "--sequence-by.")
+@click.option("--track-history", "track_history", multiple=True,
+              help="With --scd-type 2: only these columns open a new version when they change (repeat, or "
+                   "separate with commas).")
+@click.option("--track-history-except", "track_history_except", multiple=True,
+              help="With --scd-type 2: every column but these opens a new version when it changes.")
+@click.option("--ignore-null-updates", is_flag=True, help="A null in an update keeps the stored value.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def write(
     source: str, target: str | None, table_name: str | None, keys: tuple[str, ...], sequence_by: str | None,
     delete_when: str | None, batch_id: int | None, app_id: str | None, engine: str, schema_evolution: bool,
-    late_batches: str, as_json: bool,
+    late_batches: str, scd_type: int, track_history: tuple[str, ...], track_history_except: tuple[str, ...],
+    ignore_null_updates: bool, as_json: bool,
 ) -> None:
     """Upsert SOURCE into the Delta table at --target, or into the table named --table in Spark's catalog.
 
@@ -64,7 +74,10 @@ def write(
                                    "(leave --engine out, or give --target PATH)")
         engine = "spark"
     options = {"sequence_by": sequence_by, "delete_when": delete_when, "app_id": app_id,
-               "schema_evolution": schema_evolution, "late_batches": late_batches}
+               "schema_evolution": schema_evolution, "late_batches": late_batches, "scd_type": scd_type,
+               "track_history": split_columns(track_history) or None,
+               "track_history_except": split_columns(track_history_except) or None,
+               "ignore_null_updates": ignore_null_updates}
     sink: Any = None
 
     def work() -> Any:
@@ -197,6 +210,8 @@ def status(path: str | None, table_name: str | None, limit: int, as_json: bool) 
         return
     at = "" if info.get("latest_version") is None else f" (latest is {info['latest_version']})"
     lines = [f"{label}  version {info['version']}{at}"]
+    if info.get("scd_type") == 2:
+        lines.append("  history table (SCD type 2): one row per version of a key, keyed by the key and __START_AT")
     if info["batches"]:
         lines += [f"  app {app}: last batch id {last}" for app, last in info["batches"].items()]
     else:

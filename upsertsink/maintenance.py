@@ -39,6 +39,7 @@ class MaintenanceReport:
     checkpoint_written: int | None = None  # the version checkpointed, when one was written
     log_files_removed: int = 0
     legacy_tombstone_table: bool = False  # upsertsink 0.1's table is still there (a copy source; never deleted)
+    history: list[dict[str, Any]] = field(default_factory=list)  # event logs of history (SCD type 2) sinks
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,6 +53,11 @@ class MaintenanceReport:
                 f"  tombstones of keys {scope['keys']} (sequence {scope['sequence']!r}): "
                 f"{scope['files_before']} file(s) -> {scope['files_after']}, {scope['tombstones']} kept, "
                 f"{scope['expired']} expired dropped, {scope['temp_files_removed']} temp file(s) removed"
+            )
+        for scope in self.history:
+            out.append(
+                f"  history events of keys {scope['keys']} (sequence {scope['sequence']!r}): "
+                f"{scope['files_before']} file(s) -> {scope['files_after']}"
             )
         if self.checkpoint_written is not None:
             out.append(f"  checkpoint written at version {self.checkpoint_written}")
@@ -74,6 +80,16 @@ def maintain(path: str, storage_options: dict[str, str] | None = None) -> Mainte
             continue
         done = store.compact()
         report.tombstones.append({"scope": scope, "keys": sorted(store.keys), "sequence": store.sequence, **done})
+    from upsertsink import history
+    from upsertsink.markers import open_snapshot
+
+    snapshot = open_snapshot(path, storage_options)
+    for events in history.logs_of(path, storage_options):
+        before = len([n for n in events.folder.names() if n.endswith(".parquet") and not n.startswith(".")])
+        events.compact(snapshot)
+        after = len([n for n in events.folder.names() if n.endswith(".parquet") and not n.startswith(".")])
+        report.history.append({"keys": sorted(events.keys), "sequence": events.sequence, "files_before": before,
+                               "files_after": after})
     legacy = _Folder(path, LEGACY_DIR, storage_options)
     report.legacy_tombstone_table = bool(legacy.names()) if legacy.local is not None else False
     report.checkpoint_written = _checkpoint_if_due(table, storage_options)

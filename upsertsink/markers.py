@@ -547,9 +547,13 @@ def status(
                     ),
                 }
             )
+    names = set(table.schema().to_arrow().names)
+    history_table = {"__START_AT", "__END_AT"} <= names  # upsertsink.history's own columns
     return {
         "path": path,
         "version": at,
+        # 2: a history table (SCD type 2, one row per version of a key, keyed by the key and __START_AT)
+        "scd_type": 2 if history_table else 1,
         "latest_version": None if version is None else DeltaTable(
             deltalake_uri(path), storage_options=storage_options).version(),
         "batches": {a: table.transaction_version(a) for a in app_ids},

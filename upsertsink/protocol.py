@@ -23,9 +23,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from upsertsink import batch as B
-from upsertsink import faults, ledger, markers, table_checks
+from upsertsink import faults, history, ledger, markers, table_checks
+from upsertsink import fingerprint as fp
 from upsertsink.conflicts import RetryableConflict, first_line
 from upsertsink.engines.base import Engine, Marker, PreparedBatch, WriteRequest
 from upsertsink.errors import (
@@ -37,7 +39,7 @@ from upsertsink.errors import (
     WriteFailedError,
     option,
 )
-from upsertsink.spec import MergePlan
+from upsertsink.spec import DELETE_FLAG, MergePlan
 from upsertsink.tombstones import SEQUENCE, TombstoneStore, key_column, stored_sequences
 
 log = logging.getLogger(__name__)
@@ -116,13 +118,14 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
                 late = True  # never committed (or not known to be), and the sink applies late batches
             table_checks.check_writable(snapshot, engine.name, request.target)
             new_columns, casts = B.check_columns(
-                source, target, request.keys, request.sequence, settings.schema_evolution, request.target,
-                engine.null_counts, table_checks.filled_columns(snapshot),
+                source, history.data_columns(target, request), request.keys, request.sequence,
+                settings.schema_evolution, request.target, engine.null_counts, table_checks.filled_columns(snapshot),
             )
             if prepared is None or prepared.casts != tuple(casts):
-                prepared = engine.prepare(request, target, casts)
+                prepared = _prepare(engine, request, target, casts)
                 faults.point("prepared")
-            result = _attempt(engine, request, settings, snapshot, target, new_columns, prepared, state, late)
+            attempt_fn = _attempt_history if request.history is not None else _attempt
+            result = attempt_fn(engine, request, settings, snapshot, target, new_columns, prepared, state, late)
             return replace(result, attempts=attempt + 1)
         except RetryableConflict as err:
             if attempt == settings.max_retries:
@@ -214,6 +217,7 @@ def _attempt(
         new_columns=tuple(c.name for c in new_columns),
         map_columns=tuple(c.name for c in described if "map<" in c.type.lower()),
         insert_only=tuple(c.name for c in described if filled.get(c.name) == table_checks.IDENTITY_BY_DEFAULT),
+        ignore_nulls=request.ignore_null_updates,
     )
     marker, extra = None, {}
     if request.batch_id is not None:
@@ -256,6 +260,118 @@ def _attempt(
         version=version, skipped=False, inserted=outcome.inserted, updated=outcome.updated, deleted=deleted,
         batch_id=request.batch_id, app_id=request.app_id, engine=engine.name, rows=batch.rows, stale=stale,
         late=late,
+    )
+
+
+def _prepare(engine: Engine, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> PreparedBatch:
+    if request.history is None:
+        return engine.prepare(request, target, casts)
+    assert request.sequence is not None
+    table = engine.history_batch(request, target, casts)
+    checked = [*request.keys, request.sequence]
+    nulls = {c: table[c].null_count for c in checked}
+    nans = {c: int(pc.sum(pc.is_nan(table[c])).as_py() or 0) for c in checked if pa.types.is_floating(table[c].type)}
+    B.check_stats(request.keys, request.sequence, nulls, nans)
+    fingerprint = fp.fingerprint(table, exclude=[DELETE_FLAG])
+    flags = table[DELETE_FLAG] if DELETE_FLAG in table.column_names else None
+    if flags is not None:
+        table = table.drop_columns([DELETE_FLAG])
+    events = history.prepare_events(table, request.keys, request.sequence, flags)
+    return PreparedBatch(events, fingerprint, events.num_rows, casts=tuple(casts), key_values=events.select(list(request.keys)))
+
+
+def _attempt_history(
+    engine: Engine, request: WriteRequest, settings: Settings, snapshot: markers.Snapshot,
+    target: list[B.Column] | None, new_columns: list[B.Column], prepared: PreparedBatch,
+    state: ledger.AppState, late: bool,
+) -> WriteResult:
+    """A history (SCD type 2) write: the versions of the batch's keys refolded from every event of those keys
+    (the logged ones and the batch's), and the difference MERGEd on (key, __START_AT) with the marker."""
+    spec = request.history
+    assert spec is not None and request.sequence is not None
+    keys, sequence = request.keys, request.sequence
+    events: pa.Table = prepared.data
+    batch_columns = [c for c in events.column_names if c != DELETE_FLAG]
+    stored = [c.name for c in target or () if c.name not in history.HISTORY_COLUMNS]
+    columns = [*stored, *(c for c in batch_columns if c not in stored)]
+    log_ = history.EventLog(request.target, keys, sequence, request.storage_options)
+    past = log_.events_for(events.select(list(keys)), snapshot)
+
+    def filled(table: pa.Table) -> pa.Table:  # a column the batch or older events lack: null in those events
+        for c in columns:
+            if c not in table.column_names:
+                kind = events.schema.field(c).type if c in events.column_names else pa.null()
+                table = table.append_column(c, pa.nulls(table.num_rows, kind))
+        return table
+
+    seq_type = events.schema.field(sequence).type
+    tracked = spec.tracked(columns, keys, sequence)
+    before = None if past is None else history.unique_events(filled(past), keys, sequence)
+    every = filled(events) if before is None else pa.concat_tables([before, filled(events)], promote_options="permissive")
+    every = history.unique_events(every, keys, sequence)
+    new = history.fold(every, keys, sequence, columns, tracked, spec.ignore_null_updates, seq_type)
+    # the versions the logged events alone give: what the table holds for these keys (its invariant), so
+    # versions equal in both are left out of the MERGE, which then rewrites only what changed
+    known = (new.slice(0, 0) if before is None else
+             history.fold(before, keys, sequence, columns, tracked, spec.ignore_null_updates, seq_type))
+    if snapshot.exists:
+        stored_schema = pa.schema(snapshot.table.schema().to_arrow())
+        want = pa.schema([stored_schema.field(c) if c in stored_schema.names else new.schema.field(c)
+                          for c in new.column_names])
+        new, known = new.cast(want), known.cast(want)
+        stored = history.stored_versions(snapshot.table, keys, events.select(list(keys)),
+                                         [*keys, *history.HISTORY_COLUMNS])
+    else:
+        stored = new.select([*keys, *history.HISTORY_COLUMNS]).slice(0, 0)
+    source = history.source_rows(new, known, stored, keys)
+    token = history.new_token()
+    log_.record(events, token, snapshot.version)
+    faults.point("events-recorded")
+    hrequest = replace(request, keys=(*keys, history.START), sequence=None)
+    plan = MergePlan(
+        hrequest.keys, tuple(source.column_names[:-1]), None, deletes=True,
+        new_columns=tuple(c.name for c in new_columns),
+    )
+    batch = engine.history_source(PreparedBatch(
+        source, prepared.fingerprint, source.num_rows, casts=prepared.casts,
+        key_values=source.select(list(hrequest.keys)),
+    ))
+    marker, extra = None, {}
+    if request.batch_id is not None:
+        record = state.record.add(request.batch_id)
+        extra = record.encode()
+        if late:
+            marker = Marker(ledger.late_app(request.app_id), state.next_late)
+            extra["late"] = state.next_late
+        else:
+            marker = Marker(request.app_id, request.batch_id)
+    meta = markers.encode_metadata(
+        request.app_id, request.batch_id, prepared.fingerprint, engine.name, write=token, scd_type=2, **extra,
+    )
+    faults.point("before-commit")
+    outcome = engine.commit(hrequest, batch, snapshot, plan, meta, new_columns, marker)
+    if marker is not None:
+        markers.note_commit(snapshot, outcome.version, {marker.app_id: marker.version})
+    if request.batch_id is not None:
+        if late:
+            ledger.remember(snapshot.uri, request.app_id, state.marker, state.next_late, record)
+        else:
+            ledger.remember(snapshot.uri, request.app_id, request.batch_id, state.late_counter, record)
+    log_.promote(events, token)
+    faults.point("events-promoted")
+    if log_.committed_files() >= history.COMPACT_AT_FILES:
+        try:
+            log_.compact()
+        except Exception as err:  # noqa: BLE001 - never fail a committed write for its housekeeping
+            log.warning("compacting the history events of %s failed (the write is committed): %s", request.target, err)
+    log.info(
+        "batch %s -> %s v%s (history): %d version(s) inserted, %d updated, %d deleted", request.batch_id,
+        request.target, outcome.version, outcome.inserted, outcome.updated, outcome.deleted,
+    )
+    return WriteResult(
+        version=outcome.version, skipped=False, inserted=outcome.inserted, updated=outcome.updated,
+        deleted=outcome.deleted, batch_id=request.batch_id, app_id=request.app_id, engine=engine.name,
+        rows=prepared.rows, late=late,
     )
 
 

@@ -98,6 +98,10 @@ class UpsertSink:
         max_retries: int = 8,
         storage_options: dict[str, str] | None = None,
         late_batches: str = "refuse",
+        scd_type: int = 1,
+        track_history: list[str] | None = None,
+        track_history_except: list[str] | None = None,
+        ignore_null_updates: bool = False,
         _table_name: str | None = None,
     ):
         self.table_name = _table_name
@@ -142,6 +146,20 @@ class UpsertSink:
                 "late must not overwrite newer rows, and only a sequence column can tell which rows are newer"
             )
         self.late_batches = late_batches
+        from upsertsink import history
+
+        self.scd_type, self._history = history.check_options(
+            scd_type, sequence_by, self.keys, track_history, track_history_except
+        )
+        if not isinstance(ignore_null_updates, bool):
+            raise InvalidInputError(f"{option('ignore_null_updates')} must be True or False, got {ignore_null_updates!r}")
+        self.ignore_null_updates = ignore_null_updates
+        if self._history is not None:
+            import dataclasses
+
+            self._history = dataclasses.replace(self._history, ignore_null_updates=ignore_null_updates)
+        self.track_history = None if self._history is None else self._history.track
+        self.track_history_except = None if self._history is None else self._history.track_except
 
     @classmethod
     def for_table(cls, name: str, keys: str | list[str], **options: Any) -> UpsertSink:
@@ -176,7 +194,8 @@ class UpsertSink:
             target=self.target, keys=self.keys, sequence=self.sequence_by, delete_when=self._delete_when,
             app_id=self.app_id, batch_id=batch_id,
             partition_by=tuple(self.partition_by) if self.partition_by else None,
-            storage_options=engine.storage_options,
+            storage_options=engine.storage_options, history=self._history,
+            ignore_null_updates=self.ignore_null_updates,
         )
         try:
             settings = Settings(self.schema_evolution, retention, self.max_retries, self.late_batches)
@@ -242,7 +261,10 @@ class UpsertSink:
         if found is None:
             if df is None:
                 return False
-            found = catalog.create(spark, self.table_name, df, self.partition_by, B.needs_column_mapping(df.columns))
+            found = catalog.create(
+                spark, self.table_name, df, self.partition_by, B.needs_column_mapping(df.columns),
+                history_of=self.sequence_by if self._history is not None else None,
+            )
         _check_local_path(found)
         self.target = found
         return True

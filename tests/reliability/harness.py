@@ -85,6 +85,38 @@ def table_state(path: str) -> dict[int, tuple[str, int]]:
     return dict(sorted(state.items()))
 
 
+def history_model(batches: list[list[dict]]) -> list[tuple]:
+    """The history table (SCD type 2, ``op`` not tracked) the applied batches must give: per key, its events
+    in sequence order; an upsert with another ``val`` closes the open version and opens one, a delete closes
+    it. Rows are (id, __START_AT, __END_AT, val, seq)."""
+    events = {(r["id"], r["seq"]): r for rows in batches for r in rows}
+    out = []
+    for key in sorted({k for k, _ in events}):
+        current = None
+        for seq in sorted(s for k, s in events if k == key):
+            e = events[(key, seq)]
+            if e["op"] == "D":
+                if current is not None:
+                    out.append((key, current[0], seq, current[1], current[2]))
+                current = None
+            elif current is None or current[1] != e["val"]:
+                if current is not None:
+                    out.append((key, current[0], seq, current[1], current[2]))
+                current = (seq, e["val"], seq)
+            else:
+                current = (current[0], e["val"], seq)
+        if current is not None:
+            out.append((key, current[0], None, current[1], current[2]))
+    return out
+
+
+def history_state(path: str) -> list[tuple]:
+    """A history table as sorted (id, __START_AT, __END_AT, val, seq) rows."""
+    sql = 'SELECT id, "__START_AT", "__END_AT", val, seq FROM t'
+    rows = pa.table(QueryBuilder().register("t", DeltaTable(path)).execute(sql).read_all()).to_pylist()
+    return sorted((r["id"], r["__START_AT"], r["__END_AT"], r["val"], r["seq"]) for r in rows)
+
+
 def arrow_batch(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
@@ -93,12 +125,13 @@ def run_writer(
     path: str, feed_file: Path, *, engine: str = "embedded", start: int = 0, stop: int | None = None,
     app_id: str = "feed", fault: str | None = None, fault_mode: str | None = None, timeout: float = 600,
     extra_env: dict[str, str] | None = None, batch_ids: bool = True, result_file: Path | None = None,
-    order: list[int] | None = None, late_batches: str = "refuse", remote: str | None = None,
+    order: list[int] | None = None, late_batches: str = "refuse", remote: str | None = None, scd2: bool = False,
 ) -> subprocess.CompletedProcess:
     """Run writer.py in a child process: batches [start, stop) of the feed, one write each."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UPSERTSINK_FAULT")}
     # writers compact their tombstones every few files, so that compaction happens inside these short feeds
     env.setdefault("UPSERTSINK_COMPACT_TOMBSTONES_AT", "3")
+    env.setdefault("UPSERTSINK_COMPACT_HISTORY_AT", "3")  # and their history tables' event logs
     if fault:
         env["UPSERTSINK_FAULT"] = fault
     if fault_mode:
@@ -118,6 +151,8 @@ def run_writer(
         cmd += ["--late-batches", late_batches]
     if remote is not None:
         cmd += ["--remote", remote]
+    if scd2:
+        cmd.append("--scd2")
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 

@@ -2,7 +2,7 @@
 
     python writer.py --path T --feed feed.json [--engine embedded|spark|connect --remote sc://...] [--start N] [--stop M]
                      [--app-id A] [--no-batch-ids] [--result out.json] [--start-at UNIXTIME]
-                     [--order 3,0,2,1] [--late-batches refuse|apply]
+                     [--order 3,0,2,1] [--late-batches refuse|apply] [--scd2]
 
 Batch i of the feed is sent with batch id i, in feed order from --start to --stop, or in the order --order
 gives (its positions from --start to --stop). Each call's outcome (written / skipped / ConcurrentWriteError /
@@ -39,10 +39,12 @@ def main() -> int:
     p.add_argument("--start-at", type=float, help="wait until this Unix time before the first write")
     p.add_argument("--order", help="comma-separated batch indexes: the order of the sends")
     p.add_argument("--late-batches", default="refuse", choices=["refuse", "apply"])
+    p.add_argument("--scd2", action="store_true", help="a history sink (scd_type=2, op not tracked)")
     args = p.parse_args()
     feed = json.loads(Path(args.feed).read_text())
+    history = {"scd_type": 2, "track_history_except": ["op"]} if args.scd2 else {}
     sink = UpsertSink(args.path, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id=args.app_id,
-                      late_batches=args.late_batches)
+                      late_batches=args.late_batches, **history)
     spark = None
     if args.engine == "spark":
         from upsertsink import spark_session

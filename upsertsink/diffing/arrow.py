@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from upsertsink import io
-from upsertsink.diffing.inputs import Request, Side, plan_columns, type_mismatch
+from upsertsink.diffing.inputs import Request, Side, history_keys, plan_columns, type_mismatch
 from upsertsink.diffing.result import DiffResult, equal_result, sample_frame, sample_records
 from upsertsink.fingerprint import fingerprint
 
@@ -125,6 +125,7 @@ def compare(left: Side, right: Side, req: Request, say: Callable[[str], None]) -
 
     keys, tol = req.keys, req.tolerance
     ld, rd = _data(left), _data(right)
+    keys = history_keys(ld.schema.names, rd.schema.names, keys)  # two history tables: version by version
     compared = plan_columns(ld.schema.names, rd.schema.names, keys, req.columns, req.ignore)
     cols = [*keys, *compared]
     types = {c: _arrow_common_type(c, ld.schema.field(c).type, rd.schema.field(c).type) for c in cols}

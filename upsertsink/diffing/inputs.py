@@ -95,6 +95,18 @@ def as_list(value: str | Sequence[str] | None, name: str) -> list[str] | None:
     return out
 
 
+HISTORY_START, HISTORY_END = "__START_AT", "__END_AT"
+
+
+def history_keys(left: Sequence[str], right: Sequence[str], keys: list[str]) -> list[str]:
+    """Two history tables (SCD type 2: both have __START_AT and __END_AT) are compared version by version: the
+    keys plus __START_AT, unless the caller named it."""
+    both = set(left) & set(right)
+    if HISTORY_START in both and HISTORY_END in both and keys and HISTORY_START not in keys:
+        return [*keys, HISTORY_START]
+    return keys
+
+
 def plan_columns(
     left: Sequence[str],
     right: Sequence[str],

@@ -16,7 +16,7 @@ from upsertsink.diffing.hashing import (
     spark_row_hash,
 )
 from upsertsink.diffing.hashing import quote as _q
-from upsertsink.diffing.inputs import Request, Side, plan_columns, type_mismatch
+from upsertsink.diffing.inputs import Request, Side, history_keys, plan_columns, type_mismatch
 from upsertsink.diffing.result import STATUSES, DiffResult, equal_result, sample_frame, sample_records
 from upsertsink.fingerprint import has_repeats
 
@@ -222,6 +222,7 @@ def compare(left: Side, right: Side, req: Request, say: Callable[[str], None]) -
 
     keys, tol = req.keys, req.tolerance
     lf, rf = _frame(left, spark), _frame(right, spark)
+    keys = history_keys(lf.columns, rf.columns, keys)  # two history tables: version by version
     compared = plan_columns(lf.columns, rf.columns, keys, req.columns, req.ignore)
     cols = [*keys, *compared]
     ls, rs = lf.schema, rf.schema

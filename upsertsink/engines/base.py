@@ -35,11 +35,14 @@ class WriteRequest:
     batch_id: int | None
     partition_by: tuple[str, ...] | None = None
     storage_options: dict[str, str] | None = None
+    history: Any = None  # a history.HistorySpec for a type-2 (history) sink, else None
+    ignore_null_updates: bool = False
 
     @property
     def tracks_deletes(self) -> bool:
-        """Deletes are remembered (tombstones) only when a sequence orders them against later rows."""
-        return self.delete_when is not None and self.sequence is not None
+        """Deletes are remembered (tombstones) only when a sequence orders them against later rows (a history
+        table keeps every event instead: history.EventLog)."""
+        return self.delete_when is not None and self.sequence is not None and self.history is None
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,13 @@ class Engine(Protocol):
 
     def prepare(self, request: WriteRequest, target: list[Column] | None, casts: list[str]) -> PreparedBatch:
         """Cast, check nulls/NaNs/overflows, resolve duplicate keys, add the delete flag, take the fingerprint."""
+
+    def history_batch(self, request: WriteRequest, target: list[Column] | None, casts: list[str]) -> pa.Table:
+        """The whole batch as Arrow, cast to the table's types, with the delete flag (a history write folds
+        events on the driver)."""
+
+    def history_source(self, prepared: PreparedBatch) -> PreparedBatch:
+        """``prepared`` (an Arrow MERGE source of versions) as this engine's MERGE source."""
 
     def key_sample(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
         """A zero-row Arrow table with the batch's key columns (their types, for matching tombstones)."""

@@ -113,6 +113,17 @@ class EmbeddedEngine:
     def prepare(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> PreparedBatch:
         return prepare_arrow(self._canonical(request, target, casts), request, casts)
 
+    def history_batch(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> pa.Table:
+        from upsertsink.predicate import evaluate_arrow
+
+        table = self._canonical(request, target, casts)
+        if request.delete_when is not None:
+            table = table.append_column(pa.field(DELETE_FLAG, pa.bool_()), evaluate_arrow(request.delete_when, table))
+        return table
+
+    def history_source(self, prepared: PreparedBatch) -> PreparedBatch:
+        return prepared
+
     # -------------------------------------------------------------- tombstones
 
     def key_sample(self, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:

@@ -218,24 +218,28 @@ class SparkEngine:
                 raise SchemaMismatchError(f"the batch was refused by Spark: {first_line(err)}") from err
             raise
 
-    def prepare(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> PreparedBatch:
+    def _with_delete_flag(self, df: Any, request: WriteRequest) -> Any:
         from pyspark.sql.types import BooleanType, NullType
 
         from upsertsink.sparkapi import F
 
+        if request.delete_when is None:
+            return df
+        text = request.delete_when.spark_sql()
+        try:
+            kind = df.select(F.expr(text).alias("f")).schema[0].dataType
+        except Exception as err:
+            if _analysis_error(err):
+                raise InvalidInputError(f"delete_when {text!r} is not valid here: {first_line(err)}") from None
+            raise
+        if not isinstance(kind, (BooleanType, NullType)):
+            raise InvalidInputError(f"delete_when {text!r} is not a boolean predicate (it gives {kind.simpleString()})")
+        return df.withColumn(DELETE_FLAG, F.coalesce(F.expr(text).cast("boolean"), F.lit(False)))
+
+    def prepare(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> PreparedBatch:
         df, oks = self._canonical(request, target, casts)
         hashed = list(self.df.columns)
-        if request.delete_when is not None:
-            text = request.delete_when.spark_sql()
-            try:
-                kind = df.select(F.expr(text).alias("f")).schema[0].dataType
-            except Exception as err:
-                if _analysis_error(err):
-                    raise InvalidInputError(f"delete_when {text!r} is not valid here: {first_line(err)}") from None
-                raise
-            if not isinstance(kind, (BooleanType, NullType)):
-                raise InvalidInputError(f"delete_when {text!r} is not a boolean predicate (it gives {kind.simpleString()})")
-            df = df.withColumn(DELETE_FLAG, F.coalesce(F.expr(text).cast("boolean"), F.lit(False)))
+        df = self._with_delete_flag(df, request)
         small = self._collect_small(df)
         if small is not None:  # a micro-batch: prepared on the driver, merged from a local relation
             return self._prepare_small(small, df, request, target, casts, oks)
@@ -279,6 +283,24 @@ class SparkEngine:
             df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"), key_values=values,
             sequence_range=sequence_range,
         )
+
+    def history_batch(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> pa.Table:
+        df, oks = self._canonical(request, target, casts)
+        df = self._with_delete_flag(df, request)
+        table = self._run(lambda: df.toArrow())
+        checks = [OK_PREFIX + str(i) for i in range(len(oks))]
+        types = {c.name: c for c in target or ()}
+        for name, check in zip(oks, checks, strict=True):
+            bad = table.num_rows - int(pc.sum(pc.fill_null(table[check], True)).as_py() or 0)
+            if bad:
+                raise B.cast_overflow_error(name, bad, self.df.schema[name].dataType.simpleString(), types[name].type)
+        return table.drop_columns(checks) if checks else table
+
+    def history_source(self, prepared: PreparedBatch) -> PreparedBatch:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        table: pa.Table = prepared.data
+        return self._local_source(prepared, table, from_arrow_schema(table.schema))
 
     def _prepare_small(
         self, table: pa.Table, df: Any, request: WriteRequest, target: list[B.Column] | None, casts: list[str],

@@ -445,8 +445,12 @@ def _changed_rows(
     on = functools.reduce(lambda a, b: a & b, [col(k).eqNullSafe(F.col(f"__t{idx[k]}")) for k in plan.keys])
     def same(c: str) -> Any:  # maps cannot be compared in Spark: their JSON text is (see MergePlan.map_columns)
         if c in plan.map_columns:
-            return F.to_json(col(c)).eqNullSafe(F.to_json(F.col(f"__t{idx[c]}")))
-        return col(c).eqNullSafe(F.col(f"__t{idx[c]}"))
+            equal = F.to_json(col(c)).eqNullSafe(F.to_json(F.col(f"__t{idx[c]}")))
+        else:
+            equal = col(c).eqNullSafe(F.col(f"__t{idx[c]}"))
+        if plan.ignore_nulls and c not in plan.new_columns and c != plan.sequence:
+            return col(c).isNull() | equal  # a null keeps the stored value (ignore_null_updates)
+        return equal
 
     unchanged = functools.reduce(lambda a, b: a & b, [same(c) for c in plan.value_columns if c in idx], F.lit(True))
     stale = F.lit(False)
