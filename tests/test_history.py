@@ -330,3 +330,11 @@ def test_replay_check_compares_history_outputs_version_by_version(spark, tmp_pat
 
     result = replay_check(job, spark, "id")
     assert result.equal and result.diffs[0].keys == ["id", START], result
+
+
+def test_a_history_create_leaves_the_mark_that_tells_a_create_in_progress_from_foreign_data(tmp_path, engine):
+    # the latest-row create marks itself (test_crash_safety: a racing writer saw a create's data file before
+    # its log and refused the folder as foreign data); a history write creates the table the same way
+    path = tmp_path / "t"
+    history_sink(path).write(engine.frame([ev(1, 1, "A")], SCHEMA), batch_id=0)
+    assert (path / "_upsertsink" / "creating").exists()

@@ -486,28 +486,14 @@ class EventLog:
 
 def logs_of(target: str, storage_options: dict[str, str] | None) -> list[EventLog]:
     """Every event log kept in a target (one per key set of a history sink that wrote it)."""
-    import pyarrow.parquet as pq
-
-    from upsertsink.maintenance import _scopes
+    from upsertsink.maintenance import _scopes, folder_about
     from upsertsink.tombstones import _Folder
 
     out = []
     for scope in sorted(_scopes(_Folder(target, HISTORY_ROOT, storage_options))):
-        folder = _Folder(target, f"{HISTORY_ROOT}/{scope}", storage_options)
-        for name in sorted(n for n in folder.names() if n.endswith(".parquet") and not n.startswith(".")):
-            try:
-                if folder.local is not None:
-                    schema = pq.read_schema(f"{folder.local}/{name}")
-                else:
-                    with folder._remote().open_input_file(f"{folder.relative}/{name}") as f:
-                        schema = pq.read_schema(f)
-            except FileNotFoundError:
-                continue
-            raw = (schema.metadata or {}).get(ABOUT.encode())
-            if raw:
-                about = json.loads(raw)
-                out.append(EventLog(target, tuple(about["keys"]), about["sequence"], storage_options))
-                break
+        about = folder_about(_Folder(target, f"{HISTORY_ROOT}/{scope}", storage_options), ABOUT)
+        if about is not None:
+            out.append(EventLog(target, tuple(about["keys"]), about["sequence"], storage_options))
     return out
 
 

@@ -115,9 +115,18 @@ def _scopes(root: _Folder) -> list[str]:
 
 def _store_for(path: str, scope: str, storage_options: dict[str, str] | None) -> TombstoneStore | None:
     """The store of one scope, from what its files say about themselves (key and sequence columns)."""
+
+    about = folder_about(_Folder(path, f"{TOMBSTONE_ROOT}/{scope}", storage_options), "upsertsink.tombstones")
+    if about is None:
+        return None
+    return TombstoneStore(path, tuple(about["keys"]), about["sequence"], storage_options)
+
+
+def folder_about(folder: _Folder, key: str) -> dict[str, Any] | None:
+    """What the first of a folder's parquet files says of itself under metadata ``key`` (the key and sequence
+    columns of a tombstone scope or a history event log); None when no file says it."""
     import pyarrow.parquet as pq
 
-    folder = _Folder(path, f"{TOMBSTONE_ROOT}/{scope}", storage_options)
     for name in sorted(n for n in folder.names() if n.endswith(".parquet") and not n.startswith(".")):
         try:
             if folder.local is not None:
@@ -127,10 +136,9 @@ def _store_for(path: str, scope: str, storage_options: dict[str, str] | None) ->
                     schema = pq.read_schema(f)
         except FileNotFoundError:
             continue
-        raw = (schema.metadata or {}).get(b"upsertsink.tombstones")
+        raw = (schema.metadata or {}).get(key.encode())
         if raw:
-            about = json.loads(raw)
-            return TombstoneStore(path, tuple(about["keys"]), about["sequence"], storage_options)
+            return json.loads(raw)
     return None
 
 

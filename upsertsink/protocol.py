@@ -219,30 +219,10 @@ def _attempt(
         insert_only=tuple(c.name for c in described if filled.get(c.name) == table_checks.IDENTITY_BY_DEFAULT),
         ignore_nulls=request.ignore_null_updates,
     )
-    marker, extra = None, {}
-    if request.batch_id is not None:
-        record = state.record.add(request.batch_id)
-        extra = record.encode()
-        if late:
-            marker = Marker(ledger.late_app(request.app_id), state.next_late)
-            extra["late"] = state.next_late
-        else:
-            marker = Marker(request.app_id, request.batch_id)
-    meta = markers.encode_metadata(
-        request.app_id, request.batch_id, prepared.fingerprint, engine.name, tombstones_version=seen_version,
-        write=uuid.uuid4().hex[:16], **extra,
+    outcome = _commit(
+        engine, request, request, batch, snapshot, plan, prepared, state, late, new_columns,
+        tombstones_version=seen_version, write=uuid.uuid4().hex[:16],
     )
-    faults.point("before-commit")
-    if not snapshot.exists:
-        markers.mark_create(request.target)
-    outcome = engine.commit(request, batch, snapshot, plan, meta, new_columns, marker)
-    if marker is not None:
-        markers.note_commit(snapshot, outcome.version, {marker.app_id: marker.version})
-    if request.batch_id is not None:
-        if late:
-            ledger.remember(snapshot.uri, request.app_id, state.marker, state.next_late, record)
-        else:
-            ledger.remember(snapshot.uri, request.app_id, request.batch_id, state.late_counter, record)
     log.info(
         "batch %s -> %s v%s%s: %d inserted, %d updated, %d deleted", request.batch_id, request.target,
         outcome.version, " (late)" if late else "", outcome.inserted, outcome.updated, outcome.deleted,
@@ -336,27 +316,9 @@ def _attempt_history(
         source, prepared.fingerprint, source.num_rows, casts=prepared.casts,
         key_values=source.select(list(hrequest.keys)),
     ))
-    marker, extra = None, {}
-    if request.batch_id is not None:
-        record = state.record.add(request.batch_id)
-        extra = record.encode()
-        if late:
-            marker = Marker(ledger.late_app(request.app_id), state.next_late)
-            extra["late"] = state.next_late
-        else:
-            marker = Marker(request.app_id, request.batch_id)
-    meta = markers.encode_metadata(
-        request.app_id, request.batch_id, prepared.fingerprint, engine.name, write=token, scd_type=2, **extra,
+    outcome = _commit(
+        engine, request, hrequest, batch, snapshot, plan, prepared, state, late, new_columns, write=token, scd_type=2,
     )
-    faults.point("before-commit")
-    outcome = engine.commit(hrequest, batch, snapshot, plan, meta, new_columns, marker)
-    if marker is not None:
-        markers.note_commit(snapshot, outcome.version, {marker.app_id: marker.version})
-    if request.batch_id is not None:
-        if late:
-            ledger.remember(snapshot.uri, request.app_id, state.marker, state.next_late, record)
-        else:
-            ledger.remember(snapshot.uri, request.app_id, request.batch_id, state.late_counter, record)
     log_.promote(events, token)
     faults.point("events-promoted")
     if log_.committed_files() >= history.COMPACT_AT_FILES:
@@ -373,6 +335,40 @@ def _attempt_history(
         deleted=outcome.deleted, batch_id=request.batch_id, app_id=request.app_id, engine=engine.name,
         rows=prepared.rows, late=late,
     )
+
+
+def _commit(
+    engine: Engine, request: WriteRequest, commit_request: WriteRequest, batch: PreparedBatch,
+    snapshot: markers.Snapshot, plan: MergePlan, prepared: PreparedBatch, state: ledger.AppState, late: bool,
+    new_columns: list[B.Column], **metadata: Any,
+) -> Any:
+    """The one commit of a write: data, marker (the app's, or its late counter's) and metadata together; then
+    the ledger and the marker cache learn of it. ``commit_request`` is what the engine MERGEs by (a history
+    write's keys include __START_AT)."""
+    marker, extra, record = None, {}, None
+    if request.batch_id is not None:
+        record = state.record.add(request.batch_id)
+        extra = record.encode()
+        if late:
+            marker = Marker(ledger.late_app(request.app_id), state.next_late)
+            extra["late"] = state.next_late
+        else:
+            marker = Marker(request.app_id, request.batch_id)
+    meta = markers.encode_metadata(
+        request.app_id, request.batch_id, prepared.fingerprint, engine.name, **metadata, **extra,
+    )
+    faults.point("before-commit")
+    if not snapshot.exists:
+        markers.mark_create(request.target)
+    outcome = engine.commit(commit_request, batch, snapshot, plan, meta, new_columns, marker)
+    if marker is not None:
+        markers.note_commit(snapshot, outcome.version, {marker.app_id: marker.version})
+    if record is not None:
+        if late:
+            ledger.remember(snapshot.uri, request.app_id, state.marker, state.next_late, record)
+        else:
+            ledger.remember(snapshot.uri, request.app_id, request.batch_id, state.late_counter, record)
+    return outcome
 
 
 def _compact(store: TombstoneStore) -> None:

@@ -288,12 +288,7 @@ class SparkEngine:
         df, oks = self._canonical(request, target, casts)
         df = self._with_delete_flag(df, request)
         table = self._run(lambda: df.toArrow())
-        checks = [OK_PREFIX + str(i) for i in range(len(oks))]
-        types = {c.name: c for c in target or ()}
-        for name, check in zip(oks, checks, strict=True):
-            bad = table.num_rows - int(pc.sum(pc.fill_null(table[check], True)).as_py() or 0)
-            if bad:
-                raise B.cast_overflow_error(name, bad, self.df.schema[name].dataType.simpleString(), types[name].type)
+        checks = self._check_fits(table, oks, target)
         return table.drop_columns(checks) if checks else table
 
     def history_source(self, prepared: PreparedBatch) -> PreparedBatch:
@@ -302,16 +297,22 @@ class SparkEngine:
         table: pa.Table = prepared.data
         return self._local_source(prepared, table, from_arrow_schema(table.schema))
 
-    def _prepare_small(
-        self, table: pa.Table, df: Any, request: WriteRequest, target: list[B.Column] | None, casts: list[str],
-        oks: list[str],
-    ) -> PreparedBatch:
+    def _check_fits(self, table: pa.Table, oks: list[str], target: list[B.Column] | None) -> list[str]:
+        """Refuse a batch whose cast columns (``oks``) do not fit the table's types, from the fits-check columns
+        ``_canonical`` added (their names are returned, to be dropped)."""
         checks = [OK_PREFIX + str(i) for i in range(len(oks))]
         types = {c.name: c for c in target or ()}
         for name, check in zip(oks, checks, strict=True):
             bad = table.num_rows - int(pc.sum(pc.fill_null(table[check], True)).as_py() or 0)
             if bad:
                 raise B.cast_overflow_error(name, bad, self.df.schema[name].dataType.simpleString(), types[name].type)
+        return checks
+
+    def _prepare_small(
+        self, table: pa.Table, df: Any, request: WriteRequest, target: list[B.Column] | None, casts: list[str],
+        oks: list[str],
+    ) -> PreparedBatch:
+        checks = self._check_fits(table, oks, target)
         prepared = prepare_arrow(table.drop_columns(checks), request, casts)
         schema = df.drop(*checks).schema if checks else df.schema
         return self._local_source(prepared, prepared.data, schema)
