@@ -252,13 +252,8 @@ def fold(
 
 
 def _order(events: pa.Table, keys: tuple[str, ...], sequence: str) -> pa.Array:
-    """Row order by key, then sequence (keys Arrow cannot sort are grouped by their canonical hash)."""
-    try:
-        return pc.sort_indices(events, sort_keys=[*((k, "ascending") for k in keys), (sequence, "ascending")])
-    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
-        kh = fp.combine([fp.column_hash(events[k]) for k in keys], events.num_rows)
-        probe = pa.table({"k": pa.array(kh, pa.uint64()), "s": events[sequence]})
-        return pc.sort_indices(probe, sort_keys=[("k", "ascending"), ("s", "ascending")])
+    """Row order by key, then sequence (Arrow sorts every type a key column may have)."""
+    return pc.sort_indices(events, sort_keys=[*((k, "ascending") for k in keys), (sequence, "ascending")])
 
 
 def source_rows(new: pa.Table, known: pa.Table, stored: pa.Table, keys: tuple[str, ...]) -> pa.Table:
@@ -386,11 +381,8 @@ class EventLog:
         keys = list(self.keys)
         probe = wanted.select(keys).group_by(keys).aggregate([])
         found = []
-        for part in parts:
-            try:
-                hit = part.join(probe, keys=keys, join_type="left semi")
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                hit = part.join(probe.cast(part.select(keys).schema), keys=keys, join_type="left semi")
+        for part in parts:  # the events' keys have the table's types, as the batch's do (both cast to them)
+            hit = part.join(probe, keys=keys, join_type="left semi")
             if hit.num_rows:
                 found.append(hit)
         if not found:

@@ -272,8 +272,8 @@ def _attempt_history(
     keys, sequence = request.keys, request.sequence
     events: pa.Table = prepared.data
     batch_columns = [c for c in events.column_names if c != DELETE_FLAG]
-    stored = [c.name for c in target or () if c.name not in history.HISTORY_COLUMNS]
-    columns = [*stored, *(c for c in batch_columns if c not in stored)]
+    table_columns = [c.name for c in target or () if c.name not in history.HISTORY_COLUMNS]
+    columns = [*table_columns, *(c for c in batch_columns if c not in table_columns)]
     log_ = history.EventLog(request.target, keys, sequence, request.storage_options)
     past = log_.events_for(events.select(list(keys)), snapshot)
 
