@@ -15,7 +15,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TYPE_CHECKING
 
 
 @dataclass(frozen=True)
@@ -274,6 +274,9 @@ _HISTORY_ROWS_CONSEQUENCE = (
     "this rewrites history on every replay, because a replay can keep a different row of each group, with "
     "a different sequence value, and so opens and closes versions at other `__START_AT`/`__END_AT` values"
 )
+
+if TYPE_CHECKING:
+    from upsertsink.lint.model import SemanticModel
 _ROWS_CONSEQUENCE = {
     "key": "a replay writes a different set of rows, and so of keys, than the first run",
     "sequence": "a replay can keep a different row of each group, with a different sequence value",
@@ -290,11 +293,11 @@ _TARGET_LABEL = {
 }
 
 
-def seed_fix(ana: Any, call: Any, keyword: str, consequence: str) -> FixSpec:
+def seed_fix(model: SemanticModel, call: Any, keyword: str, consequence: str) -> FixSpec:
     """The unsafe fix that adds ``keyword=<seed>`` to ``call`` (a seed stable for this call: see stable_seed);
     ``consequence`` tells what a seed does not fix."""
-    span = ana.span(call)
-    seed = stable_seed(f"{span[0]}:{span[1]}:{ana.segment(call)}")
+    span = model.span(call)
+    seed = stable_seed(f"{span[0]}:{span[1]}:{model.segment(call)}")
     return FixSpec(
         "add-keyword", span, "unsafe", f"seed it (`{keyword}={seed}`): {consequence}",
         (("name", keyword), ("value", str(seed))),

@@ -6,46 +6,48 @@ ND006 by their catalogue entries (aggregates, window functions), which the share
 
 from __future__ import annotations
 
+from upsertsink.lint import chains
+
 import ast
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
 
 
-def _dedup_hook(ana: Any, call: ast.Call, scope: Any) -> None:
+def _dedup_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
     """``dropDuplicates(subset)``: an arbitrary row of each group survives (pandas ``keep=`` is exact)."""
-    subset_node = call.args[0] if call.args else ana.kwarg(call, "subset")
-    if subset_node is None or ana.kwarg(call, "keep") is not None or ana.looked_only(call):
+    subset_node = call.args[0] if call.args else ctx.model.kwarg(call, "subset")
+    if subset_node is None or ctx.model.kwarg(call, "keep") is not None or chains.looked_only(ctx.model, call):
         return
-    subset = ana.const_strings(subset_node, scope)
-    if subset is not None and ana.selects_only(call.func.value, scope, subset):
+    subset = ctx.values.const_strings(subset_node, scope)
+    if subset is not None and ctx.values.selects_only(call.func.value, scope, subset):
         return  # every selected column is in the subset: only exact duplicates are removed
     what = f"{call.func.attr}() with a subset"
-    own = ana.source("ND007", call, what=what, span=ana.method_span(call))
-    ana.add_row_effect("dedup", scope, own=own, subset=subset or [])
+    own = ctx.model.source("ND007", call, what=what, span=ctx.model.method_span(call))
+    ctx.facts.add_row_effect("dedup", scope, own=own, subset=subset or [])
 
 
-def _limit_hook(ana: Any, call: ast.Call, scope: Any) -> None:
+def _limit_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
     """``limit(n)`` without an ordering before it (``limit(0)`` selects nothing and is exact)."""
-    if not call.args or ana.looked_only(call):
+    if not call.args or chains.looked_only(ctx.model, call):
         return
     first = call.args[0]
     if type(first) is ast.Constant and first.value == 0:
         return
-    ordered = ana.ordering(call.func.value, scope)
+    ordered = chains.ordering(ctx.model, call.func.value, scope)
     if ordered is not None:
         order_call, order_scope = ordered
         # orderBy(F.rand()).limit(n) is a random sample: the ordering's sources decide the rows
+        # (whether any source reaches the ordering is asked once every fact and key is known)
         keys = ast.Tuple(elts=list(order_call.args), ctx=ast.Load())
-        if ana.taint(keys, order_scope):
-            ana.add_row_effect("limit", order_scope, expr=keys)
+        ctx.facts.add_row_effect("limit", order_scope, expr=keys)
         return
-    own = ana.source("ND008", call, what=f"{call.func.attr}() without orderBy", span=ana.method_span(call))
-    ana.add_row_effect("limit", scope, own=own)
+    own = ctx.model.source("ND008", call, what=f"{call.func.attr}() without orderBy", span=ctx.model.method_span(call))
+    ctx.facts.add_row_effect("limit", scope, own=own)
 
 
-def _seeded_sample(ana: Any, call: ast.Call, method: str) -> bool:
-    if ana.kwarg(call, "seed", "random_state") is not None:
+def _seeded_sample(ctx: Context, call: ast.Call, method: str) -> bool:
+    if ctx.model.kwarg(call, "seed", "random_state") is not None:
         return True
     args = call.args
     if method == "sample":
@@ -77,7 +79,7 @@ def _seed_keyword(call: ast.Call, method: str) -> str | None:
     return None
 
 
-def _sample_fix(ana: Any, call: ast.Call, method: str) -> FixSpec | None:
+def _sample_fix(ctx: Context, call: ast.Call, method: str) -> FixSpec | None:
     """``df.sample(0.1)`` -> ``df.sample(0.1, seed=N)``: unsafe, the sample still depends on partitioning."""
     keyword = _seed_keyword(call, method)
     if (
@@ -87,21 +89,21 @@ def _sample_fix(ana: Any, call: ast.Call, method: str) -> FixSpec | None:
     ):
         return None
     return seed_fix(
-        ana, call, keyword,
+        ctx.model, call, keyword,
         "the same rows are drawn again only while the input is partitioned (and ordered within partitions) the "
         "same way; the sample is still partition-dependent",
     )
 
 
-def _sample_hook(ana: Any, call: ast.Call, scope: Any) -> None:
+def _sample_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
     """``sample``/``sampleBy``/``randomSplit`` without a seed."""
     m = call.func.attr
-    if ana.looked_only(call) or _seeded_sample(ana, call, m):
+    if chains.looked_only(ctx.model, call) or _seeded_sample(ctx, call, m):
         return
-    own = ana.source(
-        "ND009", call, what=f"{m}() without a seed", span=ana.method_span(call), fix=_sample_fix(ana, call, m)
+    own = ctx.model.source(
+        "ND009", call, what=f"{m}() without a seed", span=ctx.model.method_span(call), fix=_sample_fix(ctx, call, m)
     )
-    ana.add_row_effect("sample", scope, own=own)
+    ctx.facts.add_row_effect("sample", scope, own=own)
 
 
 ORDER_DEPENDENT = Rule(
@@ -421,3 +423,6 @@ seed.
         Valid("df.sample(0.01).show()\n", keys=("id",)),
     ),
 )
+
+if TYPE_CHECKING:
+    from upsertsink.lint.context import Context

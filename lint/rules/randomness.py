@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import TYPE_CHECKING
 
 from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
 
 _SEEDABLE = frozenset({"rand", "randn", "random"})
 
 
-def _seed_fix(ana: Any, call: ast.Call, qualified: str) -> FixSpec | None:
+def _seed_fix(model: SemanticModel, call: ast.Call, qualified: str) -> FixSpec | None:
     """``F.rand()`` -> ``F.rand(seed=N)``: unsafe, the values still depend on the partitioning."""
-    if call.args or call.keywords or ana.spark_name(qualified) not in _SEEDABLE:
+    if call.args or call.keywords or model.spark_name(qualified) not in _SEEDABLE:
         return None
     return seed_fix(
-        ana, call, "seed",
+        model, call, "seed",
         "the values then repeat on a replay only while the input is partitioned the same way; they are still "
         "partition-dependent (reported as ND004 afterwards)",
     )
@@ -112,3 +112,6 @@ same partitioning (the sequence is seeded per partition), so the seeded form is 
         ),
     ),
 )
+
+if TYPE_CHECKING:
+    from upsertsink.lint.model import SemanticModel

@@ -19,10 +19,12 @@ or ``functools.partial``), functions with a parameter named like a batch id (``b
 
 from __future__ import annotations
 
+from upsertsink.lint import chains
+
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Valid, WriteRule
 
@@ -91,16 +93,16 @@ def _sql() -> Any:
     return sql
 
 
-def _state(ana: Any) -> dict:
-    return ana.rule_state.setdefault("writes", {"foreach": [], "updates": []})
+def _state(ctx: Context) -> dict:
+    return ctx.facts.rule_state.setdefault("writes", {"foreach": [], "updates": []})
 
 
-def _on_foreach_batch(ana: Any, call: ast.Call, scope: Any) -> None:
-    _state(ana)["foreach"].append((call, scope))
+def _on_foreach_batch(ctx: Context, call: ast.Call, scope: Any) -> None:
+    _state(ctx)["foreach"].append((call, scope))
 
 
-def _on_update_clause(ana: Any, call: ast.Call, scope: Any) -> None:
-    _state(ana)["updates"].append((call, scope))
+def _on_update_clause(ctx: Context, call: ast.Call, scope: Any) -> None:
+    _state(ctx)["updates"].append((call, scope))
 
 
 # ---------------------------------------------------------------------------------------- batch functions
@@ -126,54 +128,54 @@ def _params(scope: Any) -> list[str]:
     return params
 
 
-def _callables(ana: Any, node: ast.AST, scope: Any, depth: int = 0) -> list[tuple[Any, int, bool]]:
+def _callables(ctx: Context, node: ast.AST, scope: Any, depth: int = 0) -> list[tuple[Any, int, bool]]:
     """(function scope, number of arguments bound before Spark's (df, epoch_id), is a lambda) for the
     function an expression names."""
     if depth > 5:
         return []
     t = type(node)
     if t is ast.Lambda:
-        fscope = ana.lambda_scope(node)
+        fscope = ctx.model.lambda_scope(node)
         return [(fscope, 0, True)] if fscope is not None else []
     if t is ast.Name:
-        s = ana.lookup(node.id, scope)
+        s = ctx.model.lookup(node.id, scope)
         if s is None:
             return []
         if node.id in s.funcs:
             return [(s.funcs[node.id][1], 0, False)]
-        value = ana.single_value(node, scope)
-        return _callables(ana, value[0], value[1], depth + 1) if value is not None else []
+        value = ctx.model.single_value(node, scope)
+        return _callables(ctx, value[0], value[1], depth + 1) if value is not None else []
     if t is ast.Attribute:
-        cls = ana.self_class(node.value, scope)
+        cls = ctx.model.self_class(node.value, scope)
         if cls is not None and node.attr in cls.funcs:
             return [(cls.funcs[node.attr][1], 0, False)]
         return []
     if t is ast.Call and node.args:
-        q = ana.qualname(node.func, scope) or ""
+        q = ctx.model.qualname(node.func, scope) or ""
         name = node.func.id if type(node.func) is ast.Name else ""
         if q == "functools.partial" or name == "partial":
             return [
                 (f, bound + len(node.args) - 1, lam)
-                for f, bound, lam in _callables(ana, node.args[0], scope, depth + 1)
+                for f, bound, lam in _callables(ctx, node.args[0], scope, depth + 1)
             ]
     return []
 
 
-def batch_functions(ana: Any) -> dict[int, BatchFn]:
+def batch_functions(ctx: Context) -> dict[int, BatchFn]:
     """The module's batch functions by id of their scope (memoized per module)."""
-    st = _state(ana)
+    st = _state(ctx)
     if "batch" in st:
         return st["batch"]
     out: dict[int, BatchFn] = {}
     for call, scope in st["foreach"]:
-        target = call.args[0] if call.args else ana.kwarg(call, "func")
+        target = call.args[0] if call.args else ctx.model.kwarg(call, "func")
         if target is None:
             continue
-        for fscope, bound, lam in _callables(ana, target, scope):
+        for fscope, bound, lam in _callables(ctx, target, scope):
             params = _params(fscope)
             epoch = params[bound + 1] if len(params) > bound + 1 else None
             out[id(fscope)] = BatchFn(fscope, _qualname(fscope), epoch, "foreachBatch", is_lambda=lam)
-    scopes = {id(s): s for _c, s in ana.calls if s.kind == "function"}
+    scopes = {id(s): s for _c, s in ctx.model.calls if s.kind == "function"}
     for key, fscope in scopes.items():
         if key in out:
             continue
@@ -185,12 +187,12 @@ def batch_functions(ana: Any) -> dict[int, BatchFn]:
     work = list(out.values())
     for _ in range(3):
         found: list[BatchFn] = []
-        by_scope = calls_by_scope(ana)
+        by_scope = calls_by_scope(ctx)
         for bf in work:
             for call in by_scope.get(id(bf.scope), ()):
                 if type(call.func) is not ast.Name:
                     continue
-                s = ana.lookup(call.func.id, bf.scope)
+                s = ctx.model.lookup(call.func.id, bf.scope)
                 if s is None or call.func.id not in s.funcs:
                     continue
                 callee = s.funcs[call.func.id][1]
@@ -214,80 +216,80 @@ def batch_functions(ana: Any) -> dict[int, BatchFn]:
     return out
 
 
-def calls_by_scope(ana: Any) -> dict[int, list[ast.Call]]:
+def calls_by_scope(ctx: Context) -> dict[int, list[ast.Call]]:
     """The module's calls grouped by the scope they are made in (memoized)."""
-    st = _state(ana)
+    st = _state(ctx)
     if "by_scope" not in st:
         by: dict[int, list[ast.Call]] = {}
-        for call, scope in ana.calls:
+        for call, scope in ctx.model.calls:
             by.setdefault(id(scope), []).append(call)
         st["by_scope"] = by
     return st["by_scope"]
 
 
-def _txn_marked(ana: Any, bf: BatchFn) -> bool:
+def _txn_marked(ctx: Context, bf: BatchFn) -> bool:
     """Does the function set Delta's session-level transaction identifiers (both of them) before writing?"""
     seen: set[str] = set()
-    for call in calls_by_scope(ana).get(id(bf.scope), ()):
+    for call in calls_by_scope(ctx).get(id(bf.scope), ()):
         if type(call.func) is ast.Attribute and call.func.attr == "set" and call.args:
-            names = ana.const_strings(call.args[0], bf.scope)
+            names = ctx.values.const_strings(call.args[0], bf.scope)
             if names and names[0].lower() in _TXN_CONFS:
                 seen.add(names[0].lower())
     return seen == _TXN_CONFS
 
 
 # ---------------------------------------------------------------------------------------- ND011 appends
-def _const(ana: Any, node: ast.AST | None, scope: Any) -> str | None:
+def _const(ctx: Context, node: ast.AST | None, scope: Any) -> str | None:
     if node is None:
         return None
     if type(node) is ast.Attribute:  # SaveMode.Append
         return node.attr.lower()
-    names = ana.const_strings(node, scope)
+    names = ctx.values.const_strings(node, scope)
     return names[0] if names and len(names) == 1 else None
 
 
-def _writer(ana: Any, call: ast.Call, scope: Any) -> _Writer | None:
+def _writer(ctx: Context, call: ast.Call, scope: Any) -> _Writer | None:
     """What a terminal writer call (``save``, ``saveAsTable``...) does, read back along its chain."""
     m = call.func.attr
     w = _Writer(m)
     options: set[str] = set()
     for kw in call.keywords:
         if kw.arg == "mode":
-            w.mode = (_const(ana, kw.value, scope) or "").lower() or None
+            w.mode = (_const(ctx, kw.value, scope) or "").lower() or None
         elif kw.arg == "format":
-            w.fmt = (_const(ana, kw.value, scope) or "").lower() or None
+            w.fmt = (_const(ctx, kw.value, scope) or "").lower() or None
         elif kw.arg in ("name", "tableName", "path", "table"):
-            w.target = _const(ana, kw.value, scope)
+            w.target = _const(ctx, kw.value, scope)
         elif kw.arg:
             options.add(kw.arg.lower())
     if call.args and m != "jdbc":
-        w.target = w.target or _const(ana, call.args[0], scope)
+        w.target = w.target or _const(ctx, call.args[0], scope)
     elif m == "jdbc" and len(call.args) > 1:
-        w.target = _const(ana, call.args[1], scope)
+        w.target = _const(ctx, call.args[1], scope)
     node: ast.AST = call.func.value
     for _ in range(40):
         t = type(node)
         if t is ast.Call and type(node.func) is ast.Attribute:
             a = node.func.attr
             if a == "mode" and node.args:
-                w.mode = w.mode or (_const(ana, node.args[0], scope) or "").lower() or None
+                w.mode = w.mode or (_const(ctx, node.args[0], scope) or "").lower() or None
             elif a == "format" and node.args:
-                w.fmt = w.fmt or (_const(ana, node.args[0], scope) or "").lower() or None
+                w.fmt = w.fmt or (_const(ctx, node.args[0], scope) or "").lower() or None
             elif a == "option" and node.args:
-                key = _const(ana, node.args[0], scope)
+                key = _const(ctx, node.args[0], scope)
                 if key:
                     options.add(key.lower())
                     if key.lower() in ("path", "dbtable", "topic") and len(node.args) > 1:
-                        w.target = w.target or _const(ana, node.args[1], scope)
+                        w.target = w.target or _const(ctx, node.args[1], scope)
             elif a == "options":
                 options.update(kw.arg.lower() for kw in node.keywords if kw.arg)
                 for arg in node.args:
-                    d = ana.resolve_dict(arg, scope)
+                    d = ctx.model.resolve_dict(arg, scope)
                     if type(d) is ast.Dict:
-                        options.update(k.lower() for k in (_const(ana, k, scope) for k in d.keys) if k)
+                        options.update(k.lower() for k in (_const(ctx, k, scope) for k in d.keys) if k)
             elif a == "writeTo":
                 w.v2, w.write_node = True, node
-                w.target = w.target or (_const(ana, node.args[0], scope) if node.args else None)
+                w.target = w.target or (_const(ctx, node.args[0], scope) if node.args else None)
                 break
             node = node.func.value
         elif t is ast.Attribute:
@@ -298,7 +300,7 @@ def _writer(ana: Any, call: ast.Call, scope: Any) -> _Writer | None:
                 return None  # a streaming writer: not a batch write
             node = node.value
         elif t is ast.Name:
-            value = ana.single_value(node, scope)
+            value = ctx.model.single_value(node, scope)
             if value is None:
                 return None
             node, scope = value
@@ -311,14 +313,14 @@ def _writer(ana: Any, call: ast.Call, scope: Any) -> _Writer | None:
     return w
 
 
-def _appends(ana: Any, call: ast.Call, scope: Any, w: _Writer) -> bool:
+def _appends(ctx: Context, call: ast.Call, scope: Any, w: _Writer) -> bool:
     m = w.terminal
     if m == "append":
         return w.v2
     if w.v2:
         return False
     if m == "insertInto":
-        over = ana.kwarg(call, "overwrite")
+        over = ctx.model.kwarg(call, "overwrite")
         if over is None and len(call.args) > 1:
             over = call.args[1]
         overwrite = type(over) is ast.Constant and over.value is True
@@ -344,14 +346,14 @@ def _kind(w: _Writer) -> str:
     return "a table append"
 
 
-def _check_append(ana: Any, call: ast.Call, scope: Any, bf: BatchFn, index: dict[int, int]) -> None:
+def _check_append(ctx: Context, call: ast.Call, scope: Any, bf: BatchFn, index: dict[int, int]) -> None:
     m = call.func.attr
     if m not in _TERMINALS and m != "append":
         return
-    w = _writer(ana, call, scope)
-    if w is None or w.fmt in _UPSERTING_FORMATS or not _appends(ana, call, scope, w):
+    w = _writer(ctx, call, scope)
+    if w is None or w.fmt in _UPSERTING_FORMATS or not _appends(ctx, call, scope, w):
         return
-    if _TXN_OPTIONS <= w.options or _txn_marked(ana, bf):
+    if _TXN_OPTIONS <= w.options or _txn_marked(ctx, bf):
         return
     where = f" `{w.target}`" if w.target else ""
     note = (
@@ -383,24 +385,24 @@ def _check_append(ana: Any, call: ast.Call, scope: Any, bf: BatchFn, index: dict
             )
         fix = FixSpec(
             "txn-options",
-            ana.span(w.write_node),
+            ctx.model.span(w.write_node),
             "safe" if w.fmt == "delta" else "unsafe",
             message,
             (("function", bf.name), ("epoch", bf.epoch or ""), ("index", str(n))),
         )
-    ana.report(APPEND.code, ana.method_span(call), note, "error", fix=fix)
+    ctx.report(APPEND.code, ctx.model.method_span(call), note, "error", fix=fix)
 
 
 # ---------------------------------------------------------------------------------------- ND013 merges
-def _is_delta_merge(ana: Any, call: ast.Call, scope: Any) -> bool:
+def _is_delta_merge(ctx: Context, call: ast.Call, scope: Any) -> bool:
     """A DeltaTable merge (delta-spark or deltalake), not a pandas join."""
-    parent = ana.chain_parent.get(id(call))
+    parent = ctx.model.chain_parent.get(id(call))
     while parent is not None:
         attr = parent.func.attr
         if attr.startswith("when") or attr == "execute":
             return True
-        parent = ana.chain_parent.get(id(parent))
-    for step, _where in ana.down_chain(call.func.value, scope, limit=20):
+        parent = ctx.model.chain_parent.get(id(parent))
+    for step, _where in chains.down_chain(ctx.model, call.func.value, scope, limit=20):
         if type(step) is ast.Call:
             f = step.func
             name = f.attr if type(f) is ast.Attribute else f.id if type(f) is ast.Name else ""
@@ -409,29 +411,29 @@ def _is_delta_merge(ana: Any, call: ast.Call, scope: Any) -> bool:
     return False
 
 
-def _deltalake_marked(ana: Any, call: ast.Call, bf: BatchFn) -> bool:
+def _deltalake_marked(ctx: Context, call: ast.Call, bf: BatchFn) -> bool:
     """deltalake: the merge commits a Transaction and the function reads the app's last version."""
-    if ana.kwarg(call, "commit_properties") is None:
+    if ctx.model.kwarg(call, "commit_properties") is None:
         return False
     return any(
         type(c.func) is ast.Attribute and c.func.attr == "transaction_version"
-        for c in calls_by_scope(ana).get(id(bf.scope), ())
+        for c in calls_by_scope(ctx).get(id(bf.scope), ())
     )
 
 
-def _check_merge(ana: Any, call: ast.Call, scope: Any, bf: BatchFn) -> None:
-    if call.func.attr != "merge" or not _is_delta_merge(ana, call, scope):
+def _check_merge(ctx: Context, call: ast.Call, scope: Any, bf: BatchFn) -> None:
+    if call.func.attr != "merge" or not _is_delta_merge(ctx, call, scope):
         return
-    if _txn_marked(ana, bf) or _deltalake_marked(ana, call, bf):
+    if _txn_marked(ctx, bf) or _deltalake_marked(ctx, call, bf):
         return
     note = f"a hand-written Delta MERGE in {bf.where()} records no batch marker"
-    ana.report(UNMARKED_MERGE.code, ana.method_span(call), note, "warning")
+    ctx.report(UNMARKED_MERGE.code, ctx.model.method_span(call), note, "warning")
 
 
-def _check_sql(ana: Any, call: ast.Call, scope: Any, bf: BatchFn) -> None:
+def _check_sql(ctx: Context, call: ast.Call, scope: Any, bf: BatchFn) -> None:
     if call.func.attr != "sql" or not call.args:
         return
-    text = ana.sql_text(call.args[0], scope)
+    text = ctx.values.sql_text(call.args[0], scope)
     if text is None:
         return
     result = _sql().analyze_statements(text.text)
@@ -440,17 +442,17 @@ def _check_sql(ana: Any, call: ast.Call, scope: Any, bf: BatchFn) -> None:
     marked = None
     for st in result.statements:
         if marked is None:
-            marked = _txn_marked(ana, bf)
+            marked = _txn_marked(ctx, bf)
         if marked:
             return
         span = text.span(st.start, st.end)
         table = f" `{st.table}`" if st.table else ""
         if st.kind == "insert" and st.append:
             note = f"SQL `INSERT INTO`{table} in {bf.where()} appends with no txnAppId/txnVersion"
-            ana.report(APPEND.code, span, note, "error", alt_line=text.last_line)
+            ctx.report(APPEND.code, span, note, "error", alt_line=text.last_line)
         elif st.kind == "merge":
             note = f"a hand-written SQL `MERGE INTO`{table} in {bf.where()} records no batch marker"
-            ana.report(UNMARKED_MERGE.code, span, note, "warning", alt_line=text.last_line)
+            ctx.report(UNMARKED_MERGE.code, span, note, "warning", alt_line=text.last_line)
 
 
 # ---------------------------------------------------------------------------------------- ND012 accumulation
@@ -484,7 +486,7 @@ def _sql_accumulates(node: Any, column: str, names: frozenset[str]) -> str | Non
 
 
 def _py_self_ref(
-    ana: Any, node: ast.AST, scope: Any, column: str, names: frozenset[str], strings: bool
+    ctx: Context, node: ast.AST, scope: Any, column: str, names: frozenset[str], strings: bool
 ) -> bool:
     """Does the Python expression refer to the target's ``column`` (``F.col("t.total")``, or a column-name
     string passed to a Spark function when ``strings``)?"""
@@ -498,7 +500,7 @@ def _py_self_ref(
         return matches(node.value)
     for sub in ast.walk(node):
         if type(sub) is ast.Call and sub.args:
-            sname = ana.spark_name(ana.qualname(sub.func, scope))
+            sname = ctx.model.spark_name(ctx.model.qualname(sub.func, scope))
             first = sub.args[0]
             if (
                 sname in ("col", "column")
@@ -511,42 +513,42 @@ def _py_self_ref(
 
 
 def _py_accumulates(
-    ana: Any, node: ast.AST, scope: Any, column: str, names: frozenset[str], depth: int = 0
+    ctx: Context, node: ast.AST, scope: Any, column: str, names: frozenset[str], depth: int = 0
 ) -> str | None:
     if depth > 5:
         return None
     if type(node) is ast.Name:
-        value = ana.single_value(node, scope)
+        value = ctx.model.single_value(node, scope)
         return (
-            _py_accumulates(ana, value[0], value[1], column, names, depth + 1) if value is not None else None
+            _py_accumulates(ctx, value[0], value[1], column, names, depth + 1) if value is not None else None
         )
-    if type(node) in (ast.Constant, ast.JoinedStr, ast.BinOp) and ana.str_value(node, scope) is not None:
-        text = ana.str_value(node, scope)
+    if type(node) in (ast.Constant, ast.JoinedStr, ast.BinOp) and ctx.values.str_value(node, scope) is not None:
+        text = ctx.values.str_value(node, scope)
         tree = _sql().parse_expression(text.text) if text is not None else None
         return _sql_accumulates(tree, column, names) if tree is not None else None
     for sub in ast.walk(node):
         t = type(sub)
         if t is ast.BinOp and isinstance(sub.op, _PY_ADDS):
-            if any(_py_self_ref(ana, side, scope, column, names, False) for side in (sub.left, sub.right)):
+            if any(_py_self_ref(ctx, side, scope, column, names, False) for side in (sub.left, sub.right)):
                 return "adds"
         elif t is ast.Call:
-            sname = ana.spark_name(ana.qualname(sub.func, scope))
+            sname = ctx.model.spark_name(ctx.model.qualname(sub.func, scope))
             if sname == "expr" and sub.args:
-                text = ana.str_value(sub.args[0], scope)
+                text = ctx.values.str_value(sub.args[0], scope)
                 tree = _sql().parse_expression(text.text) if text is not None else None
                 kind = _sql_accumulates(tree, column, names) if tree is not None else None
                 if kind:
                     return kind
             elif (sname in _APPEND_NAMES or sname in _UNION_NAMES) and any(
-                _py_self_ref(ana, a, scope, column, names, True) for a in sub.args
+                _py_self_ref(ctx, a, scope, column, names, True) for a in sub.args
             ):
                 return "unions" if sname in _UNION_NAMES else "appends"
     return None
 
 
-def _merge_call(ana: Any, node: ast.AST, scope: Any) -> tuple[ast.Call, Any] | None:
+def _merge_call(ctx: Context, node: ast.AST, scope: Any) -> tuple[ast.Call, Any] | None:
     """The ``merge(...)`` call an update clause belongs to (down its chain, through variables)."""
-    for step, where in ana.down_chain(node, scope, limit=40):
+    for step, where in chains.down_chain(ctx.model, node, scope, limit=40):
         if type(step) is not ast.Call or type(step.func) is not ast.Attribute:
             return None
         if step.func.attr == "merge":
@@ -554,21 +556,21 @@ def _merge_call(ana: Any, node: ast.AST, scope: Any) -> tuple[ast.Call, Any] | N
     return None
 
 
-def _alias_of(ana: Any, node: ast.AST, scope: Any) -> str | None:
+def _alias_of(ctx: Context, node: ast.AST, scope: Any) -> str | None:
     """The ``.alias("x")`` a DataFrame/DeltaTable expression carries (along its chain and variables)."""
-    for step, where in ana.down_chain(node, scope, limit=20):
+    for step, where in chains.down_chain(ctx.model, node, scope, limit=20):
         if type(step) is not ast.Call or type(step.func) is not ast.Attribute:
             return None
         if step.func.attr in ("alias", "as_") and step.args:
-            return _const(ana, step.args[0], where)
+            return _const(ctx, step.args[0], where)
     return None
 
 
-def _newer_columns(ana: Any, cond: ast.AST | None, scope: Any) -> list[str]:
+def _newer_columns(ctx: Context, cond: ast.AST | None, scope: Any) -> list[str]:
     """Columns a clause condition compares between source and target by order (newer-wins)."""
     if cond is None:
         return []
-    text = ana.str_value(cond, scope)
+    text = ctx.values.str_value(cond, scope)
     if text is not None:
         return _sql().condition_sequences(text.text)
     out = []
@@ -589,48 +591,48 @@ def _newer_columns(ana: Any, cond: ast.AST | None, scope: Any) -> list[str]:
     return out
 
 
-def _check_update_clause(ana: Any, call: ast.Call, scope: Any) -> None:
+def _check_update_clause(ctx: Context, call: ast.Call, scope: Any) -> None:
     map_kw, map_pos, cond_kw, cond_pos = _UPDATE_CLAUSES[call.func.attr]
-    mapping = ana.kwarg(call, map_kw)
+    mapping = ctx.model.kwarg(call, map_kw)
     if mapping is None and len(call.args) > map_pos:
         mapping = call.args[map_pos]
-    cond = ana.kwarg(call, cond_kw, "condition", "predicate")
+    cond = ctx.model.kwarg(call, cond_kw, "condition", "predicate")
     if cond is None and len(call.args) > cond_pos:
         cond = call.args[cond_pos]
     if mapping is None:
         return
-    mapping = ana.resolve_dict(mapping, scope)
+    mapping = ctx.model.resolve_dict(mapping, scope)
     if type(mapping) is not ast.Dict:
         return
     columns = [
-        (_const(ana, k, scope) if k is not None else None, v)
+        (_const(ctx, k, scope) if k is not None else None, v)
         for k, v in zip(mapping.keys, mapping.values, strict=False)
     ]
     assigned = {c.rpartition(".")[2].strip("`").lower() for c, _ in columns if c}
-    if any(c.lower() in assigned for c in _newer_columns(ana, cond, scope)):
+    if any(c.lower() in assigned for c in _newer_columns(ctx, cond, scope)):
         return  # WHEN MATCHED AND s.batch > t.batch ... SET batch = s.batch: a replay is not applied again
-    merge = _merge_call(ana, call.func.value, scope)
+    merge = _merge_call(ctx, call.func.value, scope)
     target = source = None
     if merge is not None:
         mcall, mscope = merge
-        target = _const(ana, ana.kwarg(mcall, "target_alias"), mscope) or _alias_of(
-            ana, mcall.func.value, mscope
+        target = _const(ctx, ctx.model.kwarg(mcall, "target_alias"), mscope) or _alias_of(
+            ctx, mcall.func.value, mscope
         )
-        src_node = mcall.args[0] if mcall.args else ana.kwarg(mcall, "source")
-        source = _const(ana, ana.kwarg(mcall, "source_alias"), mscope) or (
-            _alias_of(ana, src_node, mscope) if src_node is not None else None
+        src_node = mcall.args[0] if mcall.args else ctx.model.kwarg(mcall, "source")
+        source = _const(ctx, ctx.model.kwarg(mcall, "source_alias"), mscope) or (
+            _alias_of(ctx, src_node, mscope) if src_node is not None else None
         )
     names = frozenset({target.lower()}) if target else _TARGET_NAMES - {(source or "").lower()}
     for column, value in columns:
         if not column or value is None:
             continue
         name = column.rpartition(".")[2].strip("`")
-        kind = _py_accumulates(ana, value, scope, name, names)
+        kind = _py_accumulates(ctx, value, scope, name, names)
         if kind is not None:
-            _report_accumulation(ana, ana.span(value), name, kind, ana.segment(value, 50), 0)
+            _report_accumulation(ctx, ctx.model.span(value), name, kind, ctx.model.segment(value, 50), 0)
 
 
-def _report_accumulation(ana: Any, span: tuple, column: str, kind: str, shown: str, alt_line: int) -> None:
+def _report_accumulation(ctx: Context, span: tuple, column: str, kind: str, shown: str, alt_line: int) -> None:
     what = {
         "adds": "adds to the value the target row already holds",
         "appends": "appends to the value the target row already holds",
@@ -642,18 +644,18 @@ def _report_accumulation(ana: Any, span: tuple, column: str, kind: str, shown: s
             "result depends on what the row held before, so a batch replayed after later ones brings back "
             "elements they removed"
         )
-        ana.report(
+        ctx.report(
             ACCUMULATING_MERGE.code, span, note, "warning", column=column, advice="union", alt_line=alt_line
         )
         return
     note = f"the MERGE update `{column} = {shown}` {what}"
-    ana.report(ACCUMULATING_MERGE.code, span, note, "error", column=column, alt_line=alt_line)
+    ctx.report(ACCUMULATING_MERGE.code, span, note, "error", column=column, alt_line=alt_line)
 
 
-def _check_sql_merges(ana: Any, call: ast.Call, scope: Any) -> None:
+def _check_sql_merges(ctx: Context, call: ast.Call, scope: Any) -> None:
     if call.func.attr != "sql" or not call.args:
         return
-    text = ana.sql_text(call.args[0], scope)
+    text = ctx.values.sql_text(call.args[0], scope)
     if text is None or "merge" not in text.text.lower():
         return
     result = _sql().analyze_statements(text.text)
@@ -664,12 +666,12 @@ def _check_sql_merges(ana: Any, call: ast.Call, scope: Any) -> None:
         if kind is not None:
             shown = mu.value.sql(dialect="spark")
             shown = shown if len(shown) <= 50 else shown[:47] + "..."
-            _report_accumulation(ana, text.span(mu.start, mu.end), mu.column, kind, shown, text.last_line)
+            _report_accumulation(ctx, text.span(mu.start, mu.end), mu.column, kind, shown, text.last_line)
 
 
 # ---------------------------------------------------------------------------------------- ND014 sink writes
 def _sink_of(
-    ana: Any, node: ast.AST, scope: Any, sinks: dict[int, ast.Call], depth: int = 0
+    ctx: Context, node: ast.AST, scope: Any, sinks: dict[int, ast.Call], depth: int = 0
 ) -> ast.Call | None:
     if depth > 6:
         return None
@@ -677,21 +679,21 @@ def _sink_of(
     if t is ast.Call:
         return sinks.get(id(node))
     if t is ast.Name:
-        value = ana.single_value(node, scope)
-        return _sink_of(ana, value[0], value[1], sinks, depth + 1) if value is not None else None
+        value = ctx.model.single_value(node, scope)
+        return _sink_of(ctx, value[0], value[1], sinks, depth + 1) if value is not None else None
     if t is ast.Attribute:
-        bound = ana.attr_values(node, scope)
+        bound = ctx.model.attr_values(node, scope)
         if bound is not None and len(bound) == 1:
-            return _sink_of(ana, bound[0][0], bound[0][1], sinks, depth + 1)
+            return _sink_of(ctx, bound[0][0], bound[0][1], sinks, depth + 1)
     return None
 
 
-def _batch_loops(ana: Any) -> list[tuple[tuple[int, int, int, int], str]]:
+def _batch_loops(ctx: Context) -> list[tuple[tuple[int, int, int, int], str]]:
     """Loops over batches: (span of the loop, how the message names it)."""
-    st = _state(ana)
+    st = _state(ctx)
     if "loops" not in st:
         loops = []
-        for node in ast.walk(ana.tree):
+        for node in ast.walk(ctx.model.tree):
             t = type(node)
             if t is ast.For or t is ast.AsyncFor:
                 parts = [node.target, node.iter]
@@ -714,78 +716,78 @@ def _batch_loops(ana: Any) -> list[tuple[tuple[int, int, int, int], str]]:
                     node.end_col_offset or 0,
                 )
                 loops.append(
-                    (span, f"a loop over `{ana.segment(node.iter if t is not ast.While else node.test, 40)}`")
+                    (span, f"a loop over `{ctx.model.segment(node.iter if t is not ast.While else node.test, 40)}`")
                 )
         st["loops"] = loops
     return st["loops"]
 
 
-def _in_loop(ana: Any, call: ast.Call) -> str | None:
+def _in_loop(ctx: Context, call: ast.Call) -> str | None:
     pos = (call.lineno, call.col_offset)
-    for (line, col, eline, ecol), label in _batch_loops(ana):
+    for (line, col, eline, ecol), label in _batch_loops(ctx):
         if (line, col) <= pos <= (eline, ecol):
             return label
     return None
 
 
-def _check_sink_writes(ana: Any, batch: dict[int, BatchFn]) -> None:
-    sinks = {id(c): c for c, _s in ana.sink_calls}
-    for call, scope in ana.calls:
+def _check_sink_writes(ctx: Context, batch: dict[int, BatchFn]) -> None:
+    sinks = {id(c): c for c, _s in ctx.facts.sink_calls}
+    for call, scope in ctx.model.calls:
         f = call.func
         if type(f) is not ast.Attribute or f.attr != "write" or not call.args:
             continue
-        if ana.kwarg(call, "batch_id") is not None or len(call.args) > 1:
+        if ctx.model.kwarg(call, "batch_id") is not None or len(call.args) > 1:
             continue
         if any(type(a) is ast.Starred for a in call.args) or any(kw.arg is None for kw in call.keywords):
             continue
-        sink = _sink_of(ana, f.value, scope, sinks)
+        sink = _sink_of(ctx, f.value, scope, sinks)
         if sink is None:
             continue
         bf = batch.get(id(scope))
-        where = bf.where() if bf is not None else _in_loop(ana, call)
+        where = bf.where() if bf is not None else _in_loop(ctx, call)
         if where is None:
             continue
-        ordered = ana.kwarg(sink, "sequence_by", "sequence") is not None
-        note = f"`{ana.segment(call, 50)}` in {where} passes no `batch_id`"
+        ordered = ctx.model.kwarg(sink, "sequence_by", "sequence") is not None
+        note = f"`{ctx.model.segment(call, 50)}` in {where} passes no `batch_id`"
         if not ordered:
             note += " (and the sink has no `sequence_by`: an older batch re-sent after newer ones overwrites their rows)"
         fix = None
         if bf is not None and bf.epoch:
             fix = FixSpec(
                 "add-keyword",
-                ana.span(call),
+                ctx.model.span(call),
                 "unsafe",
                 f"pass `batch_id={bf.epoch}`: the sink then skips a batch id it already committed for its app_id "
                 "(a query restarted from a new checkpoint starts its epochs at 0 again: give it a new app_id)",
                 (("name", "batch_id"), ("value", bf.epoch)),
             )
-        ana.report(
-            SINK_WITHOUT_BATCH_ID.code, ana.span(call), note, "warning" if ordered else "error", fix=fix
+        ctx.report(
+            SINK_WITHOUT_BATCH_ID.code, ctx.model.span(call), note, "warning" if ordered else "error", fix=fix
         )
 
 
 # ---------------------------------------------------------------------------------------- the module hook
-def check_writes(ana: Any) -> None:
+def check_writes(ctx: Context) -> None:
     """Find ND011-ND014 in one module (called once, after the shared flow has seen every call)."""
-    st = _state(ana)
+    st = _state(ctx)
     for call, scope in st["updates"]:
-        _check_update_clause(ana, call, scope)
-    for call, scope in ana.calls:
+        _check_update_clause(ctx, call, scope)
+    for call, scope in ctx.model.calls:
         if type(call.func) is ast.Attribute and call.func.attr == "sql":
-            _check_sql_merges(ana, call, scope)
-    batch = batch_functions(ana)
+            _check_sql_merges(ctx, call, scope)
+    batch = batch_functions(ctx)
     if batch:
-        by_scope = calls_by_scope(ana)
+        by_scope = calls_by_scope(ctx)
         index: dict[int, int] = {}
         for key, bf in batch.items():
             for call in by_scope.get(key, ()):
                 if type(call.func) is not ast.Attribute:
                     continue
-                _check_append(ana, call, bf.scope, bf, index)
-                _check_merge(ana, call, bf.scope, bf)
-                _check_sql(ana, call, bf.scope, bf)
-    if ana.sink_calls:
-        _check_sink_writes(ana, batch)
+                _check_append(ctx, call, bf.scope, bf, index)
+                _check_merge(ctx, call, bf.scope, bf)
+                _check_sql(ctx, call, bf.scope, bf)
+    if ctx.facts.sink_calls:
+        _check_sink_writes(ctx, batch)
 
 
 def app_id(module: str, function: str, index: str) -> str:
@@ -1172,3 +1174,6 @@ batches (`batch`, `epoch`, `chunk`, `micro`).
         Valid('from upsertsink import UpsertSink\nUpsertSink("/lake/dim", keys=["id"]).write(snapshot)\n'),
     ),
 )
+
+if TYPE_CHECKING:
+    from upsertsink.lint.context import Context

@@ -1,0 +1,216 @@
+"""What the linter knows about the Spark, Delta, pandas and pipeline APIs: one table, read by every stage.
+
+Each method name maps to its roles, words separated by spaces:
+
+- ``frame``: returns a DataFrame (or a reader, writer, builder); the result carries no value of its own,
+  what the call writes is a fact of its own (column writes, row choices);
+- ``pass``: between a row choice and a look-only action it writes nothing itself (``limit().select().show()``);
+- ``keep``: keeps the columns of the DataFrame it is called on;
+- ``rows``: decides which rows are written when called on a DataFrame;
+- ``store``: stores data wherever it is called (others, such as ``parquet``, only after ``.write``);
+- ``transform``: a transformation whose result, thrown away as a statement of its own, writes nothing;
+- ``order``: orders the rows (a ``limit`` after it is exact);
+- ``look``: an action that only looks at the data (a row choice feeding it never reaches a table);
+- ``alias``: names the column expression it is called on;
+- ``map=KW/POS``: takes a merge map (column -> value) as keyword ``KW`` or positional argument ``POS``;
+- ``matched-update``: a matched-row update clause, whose condition says which version wins;
+- ``fact=NAME``: the fact extractor of :mod:`upsertsink.lint.collect` that reads the call (``_on_NAME``).
+
+The sets the stages use (``FRAME_METHODS``, ``PASS_THROUGH``...) are derived from the table; nothing else in
+the linter lists method names of these APIs. Rules declare their own sources in their catalogues.
+"""
+
+from __future__ import annotations
+
+import sys
+
+METHODS: dict[str, str] = {
+    "addColumn": "fact=add_column",
+    "agg": "frame transform fact=select",
+    "alias": "pass transform alias",
+    "applyInPandas": "frame",
+    "as_": "alias",
+    "assign": "frame fact=assign",
+    "cache": "frame pass keep",
+    "checkpoint": "frame pass keep",
+    "coalesce": "frame pass keep",
+    "collect": "frame look",
+    "config": "fact=dbt_config",
+    "count": "frame look",
+    "createDataFrame": "frame fact=to_df",
+    "createOrReplaceTempView": "frame",
+    "crossJoin": "frame",
+    "csv": "frame",
+    "describe": "look",
+    "display": "look",
+    "distinct": "frame pass transform",
+    "drop": "frame pass",
+    "drop_duplicates": "frame pass rows transform",
+    "dropDuplicates": "frame pass rows transform",
+    "dropDuplicatesWithinWatermark": "frame rows",
+    "dropna": "frame",
+    "execute": "frame store",
+    "explain": "look",
+    "fillna": "frame",
+    "filter": "frame pass rows transform fact=filter",
+    "first": "look",
+    "for_table": "fact=sink_for_table",
+    "foreachBatch": "frame store",
+    "forName": "frame fact=delta_table",
+    "forPath": "frame fact=delta_table",
+    "groupby": "frame",
+    "groupBy": "frame",
+    "head": "look",
+    "hint": "frame pass keep",
+    "insertInto": "frame store fact=table_write",
+    "isEmpty": "look",
+    "join": "transform fact=join",
+    "json": "frame",
+    "limit": "frame pass rows transform",
+    "load": "frame",
+    "localCheckpoint": "frame pass keep",
+    "mapInArrow": "frame",
+    "mapInPandas": "frame",
+    "merge": "frame fact=merge",
+    "name": "alias",
+    "nlargest": "order",
+    "nsmallest": "order",
+    "observe": "frame",
+    "option": "frame fact=option",
+    "options": "frame",
+    "orc": "frame",
+    "orderBy": "frame pass transform order",
+    "outputMode": "frame",
+    "parquet": "frame",
+    "persist": "frame pass keep",
+    "pivot": "frame",
+    "printSchema": "look",
+    "randomSplit": "frame rows",
+    "read": "frame",
+    "readStream": "frame",
+    "register": "fact=register",
+    "registerTempTable": "frame",
+    "repartition": "frame pass keep",
+    "repartitionByRange": "frame pass keep",
+    "sample": "frame pass rows transform",
+    "sampleBy": "frame rows",
+    "save": "frame fact=table_write",
+    "saveAsTable": "frame store fact=table_write",
+    "schema": "frame",
+    "seed": "fact=seed",
+    "select": "frame pass transform fact=select",
+    "selectExpr": "frame pass transform fact=select_expr",
+    "show": "frame look",
+    "sort": "frame pass transform order",
+    "sort_values": "order",
+    "sortWithinPartitions": "frame pass keep order",
+    "sql": "frame fact=sql",
+    "start": "frame",
+    "summary": "look",
+    "table": "frame",
+    "take": "look",
+    "text": "frame",
+    "to_delta": "store",
+    "to_sql": "store",
+    "to_table": "store",
+    "toDF": "frame pass fact=to_df",
+    "toJSON": "look",
+    "toLocalIterator": "look",
+    "toPandas": "frame look",
+    "toTable": "store fact=table_write",
+    "transform": "frame pass",
+    "trigger": "frame",
+    "union": "frame pass keep transform",
+    "unionAll": "frame pass keep",
+    "unionByName": "frame pass keep transform",
+    "unpersist": "frame",
+    "UpsertSink": "fact=sink",
+    "when_matched_delete": "frame fact=merge_delete",
+    "when_matched_update": "frame map=updates/0 matched-update fact=merge_map",
+    "when_matched_update_all": "frame fact=update_all",
+    "when_not_matched_by_source_delete": "frame fact=merge_delete",
+    "when_not_matched_by_source_update": "frame map=updates/0 fact=merge_map",
+    "when_not_matched_insert": "frame map=updates/0 fact=merge_map",
+    "when_not_matched_insert_all": "frame",
+    "whenMatchedDelete": "frame fact=merge_delete",
+    "whenMatchedUpdate": "frame map=set/1 matched-update fact=merge_map",
+    "whenMatchedUpdateAll": "frame fact=update_all",
+    "whenNotMatchedBySourceDelete": "frame fact=merge_delete",
+    "whenNotMatchedBySourceUpdate": "frame map=set/1 fact=merge_map",
+    "whenNotMatchedInsert": "frame map=values/1 fact=merge_map",
+    "whenNotMatchedInsertAll": "frame",
+    "where": "frame pass rows transform fact=filter",
+    "withColumn": "frame pass transform fact=with_column",
+    "withColumnRenamed": "frame pass transform fact=rename",
+    "withColumns": "frame pass transform fact=with_columns",
+    "withColumnsRenamed": "frame",
+    "withWatermark": "frame keep",
+    "write": "frame",
+    "write_deltalake": "store",
+    "writeStream": "frame",
+}
+
+
+def _with(role: str) -> frozenset[str]:
+    return frozenset(m for m, roles in METHODS.items() if role in roles.split())
+
+
+def _param(prefix: str) -> dict[str, str]:
+    return {
+        m: word[len(prefix) :]
+        for m, roles in METHODS.items()
+        for word in roles.split()
+        if word.startswith(prefix)
+    }
+
+
+FRAME_METHODS = _with("frame")
+PASS_THROUGH = _with("pass")
+COLUMN_KEEPING = _with("keep")
+ROW_METHODS = _with("rows")
+STORE_METHODS = _with("store")
+TRANSFORMS = _with("transform")
+ORDER_METHODS = _with("order")
+LOOK_ONLY_ACTIONS = _with("look")
+ALIAS_METHODS = _with("alias")
+MATCHED_UPDATES = _with("matched-update")
+MERGE_MAPS: dict[str, tuple[str, int]] = {
+    m: (spec.split("/")[0], int(spec.split("/")[1])) for m, spec in _param("map=").items()
+}
+FACTS: dict[str, str] = _param("fact=")
+
+# Attributes that start a writer chain: ``df.write...``, ``df.writeStream...``, ``df.writeTo(...)``.
+WRITE_ATTRS = frozenset({"write", "writeStream", "writeTo"})
+# Keywords that name a MERGE's condition (delta-spark, delta-rs).
+MERGE_CONDITION_KEYWORDS = ("condition", "predicate", "merge_condition")
+# Spark functions that take a column name as their first argument, and the ordering wrappers.
+NAME_ARG_FUNCTIONS = frozenset({"col", "column"})
+ORDER_WRAPPERS = frozenset(
+    {"desc", "asc", "desc_nulls_first", "desc_nulls_last", "asc_nulls_first", "asc_nulls_last"}
+)
+# Functions that only show what they are given: ``display(df.limit(10))`` writes nothing.
+LOOK_ONLY_FUNCTIONS = frozenset({"print", "display", "len", "repr", "pprint"})
+# Methods of other objects that only read a DataFrame they are given (an evaluator scoring predictions).
+LOOK_ONLY_CONSUMERS = frozenset({"evaluate", "assertDataFrameEqual", "assert_frame_equal"})
+# Names a notebook (or a module that %runs another) uses without importing them: pyspark's conventions.
+CONVENTIONAL = {
+    "F": "pyspark.sql.functions",
+    "T": "pyspark.sql.types",
+    "W": "pyspark.sql.window.Window",
+    "Window": "pyspark.sql.window.Window",
+}
+# Module prefixes that are never other files of the linted tree (and the standard library).
+LIBRARY_PREFIXES = ("pyspark", "delta", "deltalake", "upsertsink", "datetime", "time", "uuid", "random", "os")
+STDLIB = frozenset(sys.stdlib_module_names) - {"", "__future__"}
+# The module prefixes under which pyspark exposes its column functions.
+SPARK_FUNCTION_MODULES = (
+    "pyspark.sql.functions",
+    "pyspark.sql.functions.builtin",
+    "pyspark.sql.connect.functions",
+    "pyspark.sql.connect.functions.builtin",
+)
+
+
+def is_library(module: str) -> bool:
+    """Is ``module`` a library (never a file of the linted tree whose summary could be read)?"""
+    return module.startswith(LIBRARY_PREFIXES) or module.split(".", 1)[0] in STDLIB

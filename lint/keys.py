@@ -1,0 +1,169 @@
+"""Keys and sequence columns: what the code declares (sinks, MERGE conditions, dbt models, DDL, joins against
+a written table, other files' declarations) and what the user configured, derived from the frozen facts."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+
+from upsertsink.lint import chains
+from upsertsink.lint import sql as sqlmod
+from upsertsink.lint.facts import Facts, KeyDecl, norm, strip_qualifier
+from upsertsink.lint.model import SemanticModel
+from upsertsink.lint.scopes import Scope
+from upsertsink.lint.values import Values
+
+_ORDER_OPS = (ast.Gt, ast.GtE, ast.Lt, ast.LtE)
+
+
+class Keys:
+    """The key and sequence columns of one module, with how each was learned (for messages)."""
+
+    def __init__(
+        self,
+        keys: list[str],
+        sequence: list[str],
+        key_patterns: list[str] | tuple[str, ...] = (),
+    ) -> None:
+        self.keys: list[str] = list(keys)
+        self.sequence: list[str] = list(sequence)
+        self.key_patterns = [p.lower() for p in key_patterns]
+        self.labels: dict[str, str] = {}  # normalized key -> how it was learned
+        self.scopes: dict[str, list[Scope]] = {}  # normalized key -> scopes that declared it
+        # normalized sequence columns of SCD type 2 sinks, with the scopes that declared them
+        self.history: dict[str, list[Scope]] = {}
+
+    @classmethod
+    def of(
+        cls,
+        facts: Facts,
+        model: SemanticModel,
+        values: Values,
+        keys: list[str],
+        sequence: list[str],
+        key_patterns: list[str] | tuple[str, ...] = (),
+    ) -> Keys:
+        """The keys configured plus every key the facts declare, in the order the code declares them."""
+        out = cls(keys, sequence, key_patterns)
+        for decl in facts.declared:
+            out.learn(decl)
+        for decl in _declarations(facts, model, values):
+            out.learn(decl)
+        return out
+
+    def learn(self, decl: KeyDecl) -> None:
+        name = strip_qualifier(decl.column)
+        n = norm(name)
+        if decl.scope is not None:
+            self.scopes.setdefault(n, []).append(decl.scope)
+        if decl.history:
+            self.history.setdefault(n, []).append(decl.scope)
+        if decl.sequence:
+            if n not in {norm(x) for x in self.sequence}:
+                self.sequence.append(name)
+            return
+        if n not in {norm(x) for x in self.keys}:
+            self.keys.append(name)
+            self.labels.setdefault(n, decl.label)
+
+    def pattern(self, col_n: str) -> str | None:
+        """The configured key-name pattern a column name matches, if any."""
+        for pat in self.key_patterns:
+            if fnmatch.fnmatchcase(col_n, pat):
+                return pat
+        return None
+
+
+def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[KeyDecl]:
+    """The keys and sequences the facts declare beyond the ones recorded while collecting."""
+    out: list[KeyDecl] = []
+    for call, scope in facts.sink_calls:
+        keys_node = model.kwarg(call, "keys") or (call.args[1] if len(call.args) > 1 else None)
+        for k in values.const_strings(keys_node, scope) or []:
+            out.append(KeyDecl(k, "merge key", scope))
+        seq_node = values.sink_option(call, scope, "sequence_by", "sequence")
+        history = values.const_int(values.sink_option(call, scope, "scd_type"), scope) == 2
+        for s in values.const_strings(seq_node, scope) or []:
+            # an SCD type 2 sink's sequence becomes every version's __START_AT/__END_AT
+            out.append(KeyDecl(s, "sequence column", scope, sequence=True, history=history))
+    for cond, scope in facts.merge_conds:
+        text = values.str_value(cond, scope)
+        cols: list[str] = []
+        if text is not None:
+            cols = sqlmod.condition_keys(text.text)
+        else:
+            for cmp in ast.walk(cond):
+                if type(cmp) is ast.Compare and len(cmp.ops) == 1 and type(cmp.ops[0]) is ast.Eq:
+                    sides = [values.col_names(side, scope) for side in (cmp.left, cmp.comparators[0])]
+                    if not all(sides) or not all(
+                        _is_column_ref(x) for x in (cmp.left, cmp.comparators[0])
+                    ):
+                        continue  # F.col("s.rn") == 1: a filter, not a key
+                    for names in sides:
+                        cols.extend(c for c in names if not c.startswith("<"))
+        for c in cols:
+            out.append(KeyDecl(c, "merge key", scope))
+    for cond, scope in facts.seq_conds:  # whenMatchedUpdate(condition="s.v > t.v"): newer wins by v
+        text = values.str_value(cond, scope)
+        if text is not None:
+            newer = sqlmod.condition_sequences(text.text)
+        else:
+            newer = []
+            for cmp in ast.walk(cond):
+                if type(cmp) is ast.Compare and len(cmp.ops) == 1 and type(cmp.ops[0]) in _ORDER_OPS:
+                    left = values.col_names(cmp.left, scope)
+                    right = values.col_names(cmp.comparators[0], scope)
+                    same = len(left) == len(right) == 1 and norm(left[0]) == norm(right[0])
+                    if same and left[0] != right[0] and not left[0].startswith("<"):
+                        newer.append(left[0])
+        for c in newer:
+            out.append(KeyDecl(c, "sequence column", scope, sequence=True))
+    for call, scope in facts.dbt_keys:
+        for k in values.const_strings(model.kwarg(call, "unique_key"), scope) or []:
+            out.append(KeyDecl(k, "unique key of the dbt model", scope))
+    for column, table, what, ddl_scope in facts.ddl_keys:
+        out.append(KeyDecl(column, f"{what} of table `{table}`" if table != "?" else what, ddl_scope))
+    for k, scope in facts.ext_keys:
+        out.append(KeyDecl(k, "merge key", scope))
+    for call, scope in facts.joins:
+        sides = [call.func.value, call.args[0]]
+        tables = [_table_read(model, values, side, scope) for side in sides]
+        written = [t for t in tables if t is not None and t in facts.tables_written]
+        if not written:
+            continue
+        on = call.args[1] if len(call.args) > 1 else model.kwarg(call, "on")
+        if on is None:
+            continue
+        names = values.const_strings(on, scope)
+        if names is None:
+            names = []
+            for cmp in ast.walk(on):
+                if type(cmp) is ast.Compare and len(cmp.ops) == 1 and type(cmp.ops[0]) is ast.Eq:
+                    for side in (cmp.left, cmp.comparators[0]):
+                        names.extend(c for c in values.col_names(side, scope) if not c.startswith("<"))
+        for k in names:
+            out.append(KeyDecl(k, f"join key against the written table `{written[0]}`", scope))
+    return out
+
+
+def _is_column_ref(node: ast.AST) -> bool:
+    return not (type(node) is ast.Constant and not isinstance(node.value, str)) and not (
+        type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "lit"
+    )
+
+
+def _table_read(model: SemanticModel, values: Values, node: ast.AST, scope: Scope) -> str | None:
+    """The table (name or path) a DataFrame expression reads, following the chain and variables."""
+    for step, where in chains.down_chain(model, node, scope):
+        if type(step) is not ast.Call:
+            continue
+        if type(step.func) is not ast.Attribute:
+            return None
+        m = step.func.attr
+        if m in ("table", "load", "parquet", "delta") and step.args:
+            names = values.const_strings(step.args[0], where)
+            return names[0].lower() if names else None
+        if m in ("forName", "forPath") and len(step.args) > 1:
+            names = values.const_strings(step.args[1], where)
+            return names[0].lower() if names else None
+    return None

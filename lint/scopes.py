@@ -1,0 +1,121 @@
+"""Scopes and the node kinds the model's one pass visits (see :mod:`upsertsink.lint.model`)."""
+
+from __future__ import annotations
+
+import ast
+
+SPECIAL = frozenset(
+    {
+        ast.Call,
+        ast.Assign,
+        ast.AnnAssign,
+        ast.AugAssign,
+        ast.NamedExpr,
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.Lambda,
+        ast.ClassDef,
+        ast.Return,
+        ast.Import,
+        ast.ImportFrom,
+        ast.For,
+        ast.AsyncFor,
+        ast.comprehension,
+        ast.With,
+        ast.AsyncWith,
+        ast.ExceptHandler,
+        ast.Global,
+        ast.Nonlocal,
+        ast.Expr,
+    }
+)
+# Nodes that can hold nothing collect() needs: names, constants, contexts and operators.
+_LEAVES = frozenset(
+    {ast.Constant, ast.Name, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue}
+    | {
+        c
+        for c in vars(ast).values()
+        if isinstance(c, type) and issubclass(c, (ast.operator, ast.unaryop, ast.cmpop, ast.boolop))
+    }
+)
+_NON_NODE_FIELDS = {
+    "ctx",
+    "op",
+    "ops",
+    "attr",
+    "id",
+    "arg",
+    "name",
+    "names",
+    "module",
+    "level",
+    "type_comment",
+    "kind",
+    "asname",
+    "is_async",
+    "conversion",
+    "simple",
+}
+_FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(t: type) -> tuple[str, ...]:
+    fields = _FIELDS_CACHE.get(t)
+    if fields is None:
+        fields = tuple(f for f in t._fields if f not in _NON_NODE_FIELDS)
+        _FIELDS_CACHE[t] = fields
+    return fields
+
+
+def push_children(node: ast.AST, scope: Scope, stack: list) -> None:
+    """Queue the child nodes of ``node`` that collect() must see (leaves such as names are skipped)."""
+    for f in _child_fields(node.__class__):
+        v = getattr(node, f, None)
+        if v is None:
+            continue
+        if v.__class__ is list:
+            for x in v:
+                if x.__class__ not in _LEAVES and isinstance(x, ast.AST):
+                    stack.append((x, scope))
+        elif v.__class__ not in _LEAVES and isinstance(v, ast.AST):
+            stack.append((v, scope))
+
+
+class Scope:
+    """A function, lambda, class or module scope: its bindings and imports."""
+
+    __slots__ = (
+        "assigns",
+        "funcs",
+        "globals",
+        "imports",
+        "kind",
+        "node",
+        "params",
+        "parent",
+        "returns",
+        "star",
+        "udfs",
+    )
+
+    def __init__(self, kind: str, parent: Scope | None, node: ast.AST | None) -> None:
+        self.kind = kind
+        self.params: list[str] = []  # positional parameters in order, then keyword-only ones
+        self.parent = parent
+        self.node = node
+        self.assigns: dict[str, list[ast.AST | None]] = {}
+        self.imports: dict[str, str] = {}
+        self.globals: set[str] = set()
+        self.returns: list[ast.AST] = []
+        self.funcs: dict[str, tuple[ast.AST, Scope]] = {}
+        self.star: list[str] = []
+        self.udfs: set[str] = set()
+
+    def bind(self, name: str, value: ast.AST | None) -> None:
+        if name in self.globals and self.parent is not None:
+            root = self
+            while root.parent is not None:
+                root = root.parent
+            root.assigns.setdefault(name, []).append(value)
+            return
+        self.assigns.setdefault(name, []).append(value)

@@ -1,0 +1,543 @@
+"""Value evaluation: the strings, paths, SQL text, ``.sql`` files, constants and window specs an expression
+evaluates to, as far as the module (and the summaries of the other files of the tree) tell.
+
+Every evaluation is a function of the semantic model and of an explicit environment ``env`` (loop
+variables bound while a ``join`` over a comprehension is evaluated): nothing here depends on the order in
+which the linter asks. The files read for SQL text are recorded in :attr:`Values.deps` (the cache keys on
+them).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import posixpath
+import re
+from pathlib import Path
+
+from upsertsink.lint import chains
+from upsertsink.lint.facts import norm
+from upsertsink.lint.api import COLUMN_KEEPING, NAME_ARG_FUNCTIONS, ORDER_WRAPPERS, PASS_THROUGH
+from upsertsink.lint.model import SemanticModel
+from upsertsink.lint.scopes import Scope
+from upsertsink.lint.strings import PosText, literal_text
+
+Env = tuple  # of dict[str, PosText]: loop variables, innermost last
+_PERCENT = re.compile(r"%(\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[a-zA-Z%]")
+
+
+class Values:
+    """What expressions of one module evaluate to."""
+
+    def __init__(self, model: SemanticModel, origin: str | None = None, root: str | None = None) -> None:
+        self.model = model
+        self.origin = origin  # the linted file (``__file__``, and where relative .sql paths start)
+        self.root = root  # the project root: only .sql files inside it are read
+        self.deps: dict[str, str] = {}  # files read for SQL text -> content digest
+        self._memo: dict[int, PosText | None] = {}
+        self._holes = 0
+
+    # ------------------------------------------------------------------ strings
+    def str_value(self, node: ast.AST | None, scope: Scope, env: Env = ()) -> PosText | None:
+        """The text a string expression evaluates to, with the file position of every character: literals,
+        f-strings, ``+``, ``%``, ``str.format``, ``sep.join(...)`` over literal lists and comprehensions,
+        ``textwrap.dedent``/``strip``, variables, ``self`` attributes, other files' constants and ``.sql``
+        files read with ``Path(...).read_text()`` or ``open(...).read()``."""
+        if node is None:
+            return None
+        if env:
+            return self._str_value(node, scope, env)
+        key = id(node)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = None  # a cycle evaluates to unknown
+        out = self._str_value(node, scope, env)
+        self._memo[key] = out
+        return out
+
+    def _str_value(self, node: ast.AST, scope: Scope, env: Env) -> PosText | None:
+        t = type(node)
+        if t is ast.Constant:
+            return literal_text(node, self.model.lines) if isinstance(node.value, str) else None
+        if t is ast.JoinedStr:
+            out = literal_text(node, self.model.lines)
+            return self._inline_holes(out, scope, env) if out is not None else None
+        if t is ast.Name:
+            for bound in reversed(env):
+                if node.id in bound:
+                    return bound[node.id]
+            s = self.model.lookup(node.id, scope)
+            if s is not None and node.id in s.assigns:
+                values = [v for v in s.assigns[node.id] if v is not None]
+                if len(values) == 1 and values[0] is not node:
+                    return self.str_value(values[0], s, env)
+                return None
+            return self._external_text(node, scope)
+        if t is ast.Attribute:
+            bound = self.model.attr_values(node, scope)
+            if bound is not None:
+                return self.str_value(bound[0][0], bound[0][1], env) if len(bound) == 1 else None
+            return self._external_text(node, scope)
+        if t is ast.BinOp:
+            if isinstance(node.op, ast.Add):
+                left, right = self.str_value(node.left, scope, env), self.str_value(node.right, scope, env)
+                return left + right if left is not None and right is not None else None
+            if isinstance(node.op, ast.Mod):
+                base = self.str_value(node.left, scope, env)
+                return self._percent(base, node.right, scope, env) if base is not None else None
+            return None
+        if t is not ast.Call:
+            return None
+        func = node.func
+        name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else ""
+        if name == "dedent" and len(node.args) == 1:
+            inner = self.str_value(node.args[0], scope, env)
+            return inner.dedent() if inner is not None else None
+        returned = self.model.returned(node, scope)
+        if returned is not None:  # a helper or method that builds the text
+            return self.str_value(returned[0], returned[1], env)
+        if type(func) is not ast.Attribute:
+            if name == "str" and len(node.args) == 1:
+                return self.str_value(node.args[0], scope, env)
+            return None
+        if name == "strip" and not node.args:
+            inner = self.str_value(func.value, scope, env)
+            return inner.strip() if inner is not None else None
+        if name == "format":
+            base = self.str_value(func.value, scope, env)
+            return self._format(base, node, scope, env) if base is not None else None
+        if name == "join" and len(node.args) == 1:
+            sep = self.str_value(func.value, scope, env)
+            return self._join(sep, node.args[0], scope, env) if sep is not None else None
+        if name == "read_text":
+            return self._file_text(func.value, scope, node)
+        if name == "read" and not node.args:
+            opened = func.value
+            if type(opened) is ast.Name:
+                value = self.model.single_value(opened, scope)
+                opened = value[0] if value is not None else opened
+            if type(opened) is ast.Call and type(opened.func) is ast.Name and opened.func.id == "open":
+                return self._file_text(opened.args[0], scope, node) if opened.args else None
+            if type(opened) is ast.Call and type(opened.func) is ast.Attribute and opened.func.attr == "open":
+                return self._file_text(opened.func.value, scope, node)
+        return None
+
+    def _hole(self, node: ast.AST, pos: tuple[int, int]) -> PosText:
+        self._holes += 1
+        name = f"__ph{self._holes}x__"
+        out = PosText.at(name, pos)
+        out.holes[name] = node
+        return out
+
+    def _inline_holes(self, text: PosText, scope: Scope, env: Env) -> PosText:
+        """Replace the f-string fields whose value is known text by that text (``f"t.{k} = s.{k}"``)."""
+        for name, hole in list(text.holes.items()):
+            value = self.str_value(hole, scope, env)
+            if value is None:
+                continue
+            i = text.text.find(name)
+            while i >= 0:
+                text = text[:i] + value + text[i + len(name) :]
+                i = text.text.find(name, i + len(value.text))
+        return text
+
+    def _format(self, base: PosText, call: ast.Call, scope: Scope, env: Env) -> PosText | None:
+        """``"...{}...{name}".format(a, name=b)`` with known texts spliced in and other values as holes."""
+        kwargs = {kw.arg: kw.value for kw in call.keywords if kw.arg}
+        args = [a for a in call.args if type(a) is not ast.Starred]
+        text, out, i, auto = base.text, PosText("", []), 0, 0
+        while i < len(text):
+            ch = text[i]
+            if ch in "{}" and i + 1 < len(text) and text[i + 1] == ch:
+                out = out + base[i : i + 1]
+                i += 2
+                continue
+            if ch != "{":
+                out = out + base[i : i + 1]
+                i += 1
+                continue
+            j = text.find("}", i)
+            if j < 0:
+                return None
+            field_name = re.split(r"[!:]", text[i + 1 : j], maxsplit=1)[0]
+            head = re.split(r"[.\[]", field_name, maxsplit=1)[0]
+            if head == "":
+                arg = args[auto] if auto < len(args) else None
+                auto += 1
+            elif head.isdigit():
+                arg = args[int(head)] if int(head) < len(args) else None
+            else:
+                arg = kwargs.get(head)
+            if arg is None:
+                return None
+            value = self.str_value(arg, scope, env) if head == field_name else None
+            out = out + (value if value is not None else self._hole(arg, base.positions[i]))
+            i = j + 1
+        return out
+
+    def _percent(self, base: PosText, right: ast.AST, scope: Scope, env: Env) -> PosText | None:
+        """``"... %s ... %(name)s" % (a,) / % {"name": b}``."""
+        if type(right) is ast.Tuple:
+            items: list[ast.AST] = list(right.elts)
+            mapping: dict[str, ast.AST] = {}
+        elif type(right) is ast.Dict:
+            items = []
+            mapping = {
+                k.value: v
+                for k, v in zip(right.keys, right.values, strict=False)
+                if type(k) is ast.Constant and isinstance(k.value, str)
+            }
+        else:
+            items, mapping = [right], {}
+        out, last, auto = PosText("", []), 0, 0
+        for m in _PERCENT.finditer(base.text):
+            out = out + base[last : m.start()]
+            last = m.end()
+            if m.group(0) == "%%":
+                out = out + base[m.start() : m.start() + 1]
+                continue
+            key = m.group(1)
+            if key is not None:
+                arg = mapping.get(key[1:-1])
+            else:
+                arg = items[auto] if auto < len(items) else None
+                auto += 1
+            if arg is None:
+                return None
+            value = self.str_value(arg, scope, env) if m.group(0)[-1] in "sr" else None
+            out = out + (value if value is not None else self._hole(arg, base.positions[m.start()]))
+        return out + base[last:]
+
+    def _join(self, sep: PosText, iterable: ast.AST, scope: Scope, env: Env, depth: int = 0) -> PosText | None:
+        """``" AND ".join(parts)`` over a literal list, a list variable, or a comprehension over key names."""
+        t = type(iterable)
+        parts: list[PosText] = []
+        if t is ast.Name and depth < 5:
+            value = self.model.single_value(iterable, scope)
+            return self._join(sep, value[0], value[1], env, depth + 1) if value is not None else None
+        if t is ast.List or t is ast.Tuple:
+            for elt in iterable.elts:
+                v = self.str_value(elt, scope, env)
+                if v is None:
+                    return None
+                parts.append(v)
+        elif t in (ast.GeneratorExp, ast.ListComp) and len(iterable.generators) == 1:
+            gen = iterable.generators[0]
+            if gen.ifs or type(gen.target) is not ast.Name:
+                return None
+            names = self._iter_texts(gen.iter, scope, env)
+            if names is None:
+                return None
+            for value in names:
+                v = self.str_value(iterable.elt, scope, (*env, {gen.target.id: value}))
+                if v is None:
+                    return None
+                parts.append(v)
+        else:
+            return None
+        if not parts:
+            return PosText("", [])
+        out = parts[0]
+        for part in parts[1:]:
+            out = out + sep + part
+        return out
+
+    def _iter_texts(self, node: ast.AST, scope: Scope, env: Env) -> list[PosText] | None:
+        """The texts a loop over ``node`` sees: the items of a literal list (with their positions)."""
+        if type(node) is ast.Name:
+            value = self.model.single_value(node, scope)
+            if value is not None:
+                return self._iter_texts(value[0], value[1], env)
+        if type(node) in (ast.List, ast.Tuple):
+            out = [self.str_value(e, scope, env) for e in node.elts]
+            return None if any(o is None for o in out) else out  # type: ignore[return-value]
+        strings = self.const_strings(node, scope)
+        if strings is None:
+            return None
+        pos = self.model.span(node)[:2]
+        return [PosText.at(v, pos) for v in strings]
+
+    def _external_text(self, node: ast.AST, scope: Scope) -> PosText | None:
+        ext = self.model.resolve_external(node, scope)
+        if ext is None or ext[1] != "value":
+            return None
+        entry, _kind, label = ext
+        text = entry.get("text")
+        if text is None and isinstance(entry.get("strings"), list) and len(entry["strings"]) == 1:
+            text = entry["strings"][0]
+        if text is None:
+            return None
+        return PosText.at(text, self.model.span(node)[:2], [f"`{label}`"] * len(text))
+
+    def _path_value(self, node: ast.AST, scope: Scope, depth: int = 0) -> str | None:
+        """The file path an expression names (``Path(__file__).parent / "sql" / "merge.sql"``...)."""
+        if depth > 20:
+            return None
+        t = type(node)
+        if t is ast.Constant and isinstance(node.value, str):
+            return node.value
+        if t is ast.Name:
+            if node.id == "__file__":
+                return self.origin
+            value = self.model.single_value(node, scope)
+            return self._path_value(value[0], value[1], depth + 1) if value is not None else None
+        if t is ast.JoinedStr or t is ast.BinOp and isinstance(node.op, ast.Add):
+            text = self.str_value(node, scope)
+            return text.text if text is not None and "__ph" not in text.text else None
+        if t is ast.BinOp and isinstance(node.op, ast.Div):
+            left, right = (
+                self._path_value(node.left, scope, depth + 1),
+                self._path_value(node.right, scope, depth + 1),
+            )
+            return posixpath.join(left, right) if left is not None and right is not None else None
+        if t is ast.Attribute and node.attr == "parent":
+            inner = self._path_value(node.value, scope, depth + 1)
+            return posixpath.dirname(inner) if inner is not None else None
+        if t is ast.Call:
+            func = node.func
+            name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else ""
+            if name in ("Path", "PurePath", "PosixPath", "join", "joinpath"):
+                parts = list(node.args)
+                if name == "joinpath" and type(func) is ast.Attribute:
+                    parts = [func.value, *parts]
+                values = [self._path_value(a, scope, depth + 1) for a in parts]
+                if not values or any(v is None for v in values):
+                    return None
+                return posixpath.join(*values)  # type: ignore[arg-type]
+            if name == "dirname" and node.args:
+                inner = self._path_value(node.args[0], scope, depth + 1)
+                return posixpath.dirname(inner) if inner is not None else None
+            if name in ("resolve", "absolute", "abspath", "expanduser") and type(func) is ast.Attribute:
+                target = node.args[0] if name == "abspath" and node.args else func.value
+                return self._path_value(target, scope, depth + 1)
+        return None
+
+    def _file_text(self, path_node: ast.AST, scope: Scope, call: ast.AST) -> PosText | None:
+        """The text of a ``.sql`` file of the linted tree that the code reads (a dependency of the file)."""
+        raw = self._path_value(path_node, scope)
+        if raw is None or not raw.lower().endswith(".sql"):
+            return None
+        found = find_sql_file(raw, self.origin, self.root)
+        if found is None:
+            return None
+        try:
+            data = found.read_bytes()
+        except OSError:
+            return None
+        text = data.decode("utf-8", "replace")
+        label = shown(found, self.root)
+        self.deps[str(found)] = hashlib.blake2b(data, digest_size=16).hexdigest()
+        origins: list[str | None] = []
+        for number, line in enumerate(text.splitlines(keepends=True), 1):
+            origins.extend([f"`{label}` (line {number})"] * len(line))
+        return PosText.at(text, self.model.span(call)[:2], origins)
+
+    def const_strings(self, node: ast.AST | None, scope: Scope) -> list[str] | None:
+        if node is None:
+            return None
+        t = type(node)
+        if t is ast.Constant and isinstance(node.value, str):
+            return [node.value]
+        if t is ast.List or t is ast.Tuple or t is ast.Set:
+            out: list[str] = []
+            for elt in node.elts:
+                sub = self.const_strings(elt, scope)
+                if sub is None:
+                    return None
+                out.extend(sub)
+            return out
+        if t is ast.Name:
+            s = self.model.lookup(node.id, scope)
+            if s is not None and node.id in s.assigns:
+                values = [v for v in s.assigns[node.id] if v is not None]
+                if len(values) == 1 and values[0] is not node:
+                    return self.const_strings(values[0], s)
+                return None
+        if t is ast.Attribute:
+            bound = self.model.attr_values(node, scope)
+            if bound is not None:
+                return self.const_strings(bound[0][0], bound[0][1]) if len(bound) == 1 else None
+        if t is ast.Name or t is ast.Attribute:
+            ext = self.model.resolve_external(node, scope)
+            if ext is not None and ext[1] == "value" and isinstance(ext[0].get("strings"), list):
+                return list(ext[0]["strings"])
+            return None
+        if t is ast.BinOp and isinstance(node.op, ast.Add):
+            left, right = self.const_strings(node.left, scope), self.const_strings(node.right, scope)
+            return left + right if left is not None and right is not None else None
+        if t is ast.Call and type(node.func) is ast.Name and node.func.id in ("list", "tuple") and node.args:
+            return self.const_strings(node.args[0], scope)
+        return None
+
+    def const_int(self, node: ast.AST | None, scope: Scope, depth: int = 0) -> int | None:
+        """The integer a constant expression evaluates to: a literal, a name or ``self.attr`` bound once to
+        one, or a constant of another file of the tree; None when unknown."""
+        if node is None or depth > 20:
+            return None
+        t = type(node)
+        if t is ast.Constant:
+            v = node.value
+            return v if type(v) is int else None
+        if t is ast.Name:
+            bound = self.model.single_value(node, scope)
+            if bound is not None:
+                return self.const_int(bound[0], bound[1], depth + 1)
+        if t is ast.Attribute:
+            attrs = self.model.attr_values(node, scope)
+            if attrs is not None:
+                return self.const_int(attrs[0][0], attrs[0][1], depth + 1) if len(attrs) == 1 else None
+        if t is ast.Name or t is ast.Attribute:
+            ext = self.model.resolve_external(node, scope)
+            if ext is not None and ext[1] == "value":
+                number = ext[0].get("number")
+                return number if type(number) is int else None
+        return None
+
+    def window_spec(self, node: ast.AST, scope: Scope, depth: int = 0) -> tuple[tuple, tuple] | None:
+        if depth > 20:
+            return None
+        t = type(node)
+        if t is ast.Name:
+            s = self.model.lookup(node.id, scope)
+            if s is None or node.id not in s.assigns:
+                q = self.model.qualname(node, scope) or node.id
+                return ((), ()) if q.rsplit(".", 1)[-1] == "Window" else None
+            values = [v for v in s.assigns[node.id] if v is not None]
+            if len(values) != 1:
+                return None
+            return self.window_spec(values[0], s, depth + 1)
+        if t is ast.Attribute:
+            return ((), ()) if node.attr == "Window" else None
+        if t is ast.Call and type(node.func) is ast.Name:  # a helper that builds the window
+            s = self.model.lookup(node.func.id, scope)
+            if s is None or node.func.id not in s.funcs:
+                return None
+            fscope = s.funcs[node.func.id][1]
+            specs = {self.window_spec(r, fscope, depth + 1) for r in fscope.returns}
+            return specs.pop() if len(specs) == 1 else None
+        if t is ast.Call and type(node.func) is ast.Attribute:
+            base = self.window_spec(node.func.value, scope, depth + 1)
+            if base is None:
+                return None
+            part, order = base
+            m = node.func.attr
+            cols = tuple(c for a in node.args for c in self.col_names(a, scope))
+            if m == "partitionBy":
+                return (part + cols, order)
+            if m == "orderBy":
+                return (part, order + cols)
+            return base
+        return None
+
+    def col_names(self, node: ast.AST, scope: Scope) -> list[str]:
+        t = type(node)
+        if t is ast.Constant and isinstance(node.value, str):
+            return [node.value]
+        if t is ast.List or t is ast.Tuple:
+            return [c for e in node.elts for c in self.col_names(e, scope)]
+        if t is ast.Starred:
+            return self.col_names(node.value, scope)
+        if t is ast.Call:
+            func = node.func
+            if type(func) is ast.Attribute and func.attr in ORDER_WRAPPERS and not node.args:
+                return self.col_names(func.value, scope)
+            sname = self.model.spark_name(self.model.qualname(func, scope))
+            if (sname in NAME_ARG_FUNCTIONS or sname in ORDER_WRAPPERS) and node.args:
+                return self.col_names(node.args[0], scope)
+        if t is ast.Subscript:
+            return self.col_names(node.slice, scope)
+        if t is ast.Attribute:
+            return [node.attr]
+        if t is ast.Name:
+            strs = self.const_strings(node, scope)
+            if strs is not None:
+                return strs
+        return [f"<{self.model.segment(node, 30)}>"]
+
+    def sql_text(self, node: ast.AST, scope: Scope) -> PosText | None:
+        """The SQL text an expression evaluates to (with file positions), or None (also for blank text)."""
+        text = self.str_value(node, scope)
+        if text is None or not text.text.strip():
+            return None
+        return text
+
+    def may_be_text(self, node: ast.AST, scope: Scope) -> bool:
+        """Could ``node`` be SQL text rather than a Column expression?"""
+        return type(node) in (ast.Constant, ast.JoinedStr, ast.Name, ast.BinOp) or (
+            type(node) is ast.Call and self.str_value(node, scope) is not None
+        )
+
+    def sink_option(self, call: ast.Call, scope: Scope, *names: str) -> ast.AST | None:
+        """A keyword argument of a sink call: ``name=...``, or an entry of a ``**{...}`` / ``**dict(...)``
+        argument (also through a name bound once to one)."""
+        found = self.model.kwarg(call, *names)
+        if found is not None:
+            return found
+        for kw in call.keywords:
+            if kw.arg is not None:
+                continue
+            value: ast.AST | None = kw.value
+            if type(value) is ast.Name:
+                bound = self.model.single_value(value, scope)
+                value = bound[0] if bound is not None else None
+            if type(value) is ast.Dict:
+                for k, v in zip(value.keys, value.values):
+                    if type(k) is ast.Constant and k.value in names:
+                        return v
+            elif type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "dict":
+                for inner in value.keywords:
+                    if inner.arg in names:
+                        return inner.value
+        return None
+
+
+    def selects_only(self, node: ast.AST, scope: Scope, columns: list[str]) -> bool:
+        """Does the DataFrame expression ``node`` hold only ``columns`` (its nearest select lists no other)?"""
+        wanted = {norm(c) for c in columns}
+        for step, where in chains.down_chain(self.model, node, scope):
+            if type(step) is not ast.Call or type(step.func) is not ast.Attribute:
+                return False
+            m = step.func.attr
+            if m in ("select", "toDF") and step.args:
+                names = [c for a in step.args for c in (self.const_strings(a, where) or ["<expr>"])]
+                return bool(names) and {norm(c) for c in names} <= wanted
+            if m not in PASS_THROUGH and m not in COLUMN_KEEPING:
+                return False
+        return False
+
+
+
+def find_sql_file(raw: str, origin: str | None, root: str | None) -> Path | None:
+    """A .sql file named relative to the linted file, one of its parent folders, or the project root;
+    only files inside the project root are read."""
+    path = Path(raw)
+    candidates: list[Path] = []
+    if path.is_absolute():
+        candidates.append(path)
+    else:
+        if origin:
+            here = Path(origin).parent
+            candidates += [folder / path for folder in (here, *here.parents)]
+        if root:
+            candidates.append(Path(root) / path)
+    top = Path(root).resolve() if root else None
+    for c in candidates:
+        try:
+            resolved = c.resolve()
+        except OSError:
+            continue
+        if top is not None and top != resolved and top not in resolved.parents:
+            continue
+        if resolved.is_file():
+            return resolved
+    return None
+
+
+def shown(path: Path, root: str | None) -> str:
+    if root:
+        try:
+            return path.relative_to(Path(root).resolve()).as_posix()
+        except ValueError:
+            pass
+    return path.name
+
