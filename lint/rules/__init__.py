@@ -10,7 +10,10 @@ from upsertsink.lint.rules.ordering import DEDUP_SUBSET, LIMIT, ORDER_DEPENDENT,
 from upsertsink.lint.rules.randomness import RANDOM
 from upsertsink.lint.rules.syntax import PARSE_ERROR
 from upsertsink.lint.rules.udf import UDF
-from upsertsink.lint.rules.writes import ACCUMULATING_MERGE, APPEND, SINK_WITHOUT_BATCH_ID, UNMARKED_MERGE
+from upsertsink.lint.rules.nd011_append import RULE as APPEND
+from upsertsink.lint.rules.nd012_accumulating_merge import RULE as ACCUMULATING_MERGE
+from upsertsink.lint.rules.nd013_unmarked_merge import RULE as UNMARKED_MERGE
+from upsertsink.lint.rules.nd014_sink_without_batch_id import RULE as SINK_WITHOUT_BATCH_ID
 
 ALL_RULES: tuple[Rule, ...] = (
     PARSE_ERROR,
