@@ -15,7 +15,9 @@ def _seed_fix(ana: Any, call: ast.Call, qualified: str) -> FixSpec | None:
     if call.args or call.keywords or ana.spark_name(qualified) not in _SEEDABLE:
         return None
     return seed_fix(
-        ana, call, "seed",
+        ana,
+        call,
+        "seed",
         "the values then repeat on a replay only while the input is partitioned the same way; they are still "
         "partition-dependent (reported as ND004 afterwards)",
     )
@@ -33,7 +35,7 @@ CATALOGUE = Catalogue(
     trigger_words=frozenset({"random", "secrets"}),
 )
 
-RANDOM = Rule(
+RULE = Rule(
     code="ND002",
     name="random-value",
     verb="draws a random value",
