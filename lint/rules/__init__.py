@@ -1,47 +1,41 @@
 """The rule registry: stable codes ND000-ND014. ND001-ND010 find nondeterministic values, ND011-ND014
-non-idempotent writes."""
+non-idempotent writes.
+
+One rule per module, found automatically: every module of this package named ``ndNNN_<slug>.py`` exposes
+one :class:`Rule` as ``RULE`` (its code ``NDNNN``), holding the rule's catalogue entries, detector hooks,
+messages, examples and fixes. Adding a rule is adding such a module (then regenerate docs/rules.md).
+Modules starting with ``_`` hold what several rules share; ``base`` holds the :class:`Rule` class.
+"""
 
 from __future__ import annotations
 
-from upsertsink.lint.rules import (
-    nd000_parse_error,
-    nd001_wall_clock,
-    nd002_random,
-    nd003_uuid,
-    nd004_partition_ids,
-    nd005_order_dependent,
-    nd006_window_ties,
-    nd007_dedup_subset,
-    nd008_limit,
-    nd009_sample,
-    nd010_udf,
-    nd011_append,
-    nd012_accumulating_merge,
-    nd013_unmarked_merge,
-    nd014_sink_without_batch_id,
-)
+import importlib
+import pkgutil
+import re
+
 from upsertsink.lint.rules.base import Invalid, Rule, Valid
 
-ALL_RULES: tuple[Rule, ...] = tuple(
-    m.RULE
-    for m in (
-        nd000_parse_error,
-        nd001_wall_clock,
-        nd002_random,
-        nd003_uuid,
-        nd004_partition_ids,
-        nd005_order_dependent,
-        nd006_window_ties,
-        nd007_dedup_subset,
-        nd008_limit,
-        nd009_sample,
-        nd010_udf,
-        nd011_append,
-        nd012_accumulating_merge,
-        nd013_unmarked_merge,
-        nd014_sink_without_batch_id,
-    )
-)
+_RULE_MODULE = re.compile(r"nd(\d{3})_\w+")
+
+
+def _discover() -> tuple[Rule, ...]:
+    """The ``RULE`` of every ``ndNNN_*`` module of this package, ordered by code."""
+    found: dict[str, Rule] = {}
+    for info in pkgutil.iter_modules(__path__):
+        match = _RULE_MODULE.fullmatch(info.name)
+        if match is None:
+            continue
+        code = f"ND{match.group(1)}"
+        rule = importlib.import_module(f"{__name__}.{info.name}").RULE
+        if rule.code != code:
+            raise ImportError(f"rules/{info.name}.py: its RULE has code {rule.code}, not {code}")
+        if code in found:
+            raise ImportError(f"rules/{info.name}.py: a second module for {code}")
+        found[code] = rule
+    return tuple(found[code] for code in sorted(found))
+
+
+ALL_RULES: tuple[Rule, ...] = _discover()
 RULES: dict[str, Rule] = {r.code: r for r in ALL_RULES}
 
 __all__ = ["ALL_RULES", "RULES", "Invalid", "Rule", "Valid"]
