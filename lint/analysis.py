@@ -88,7 +88,9 @@ class ModuleAnalysis:
             hook(ctx)
         # DataFrames that are thrown away or only looked at give nothing (asked only where a source is)
         taint, uses = ctx.taint, Uses(model)
-        kept = tuple(w for w in facts.writes if not (taint.column_taint(w.column) and uses.discarded(w.anchor)))
+        kept = tuple(
+            w for w in facts.writes if not (taint.column_taint(w.column) and uses.discarded(w.anchor))
+        )
         rows = tuple(r for r in facts.rows if not (taint.write_taint(r) and uses.discarded(r.anchor)))
         if len(kept) != len(facts.writes) or len(rows) != len(facts.rows):
             ctx.facts = facts.keeping(kept, rows)
@@ -236,6 +238,7 @@ class ModuleAnalysis:
         i = bisect.bisect_left(self._trigger_lines, fn.lineno)
         return i < len(self._trigger_lines) and self._trigger_lines[i] <= (fn.end_lineno or fn.lineno)
 
+
 def _row_target(keys: Keys, effect: RowEffect, src: Src) -> tuple[float, str, str, bool]:
     # a row choice ranks just after a direct reach of the same target: the direct one explains more
     keys_n = {norm(k) for k in keys.keys}
@@ -261,15 +264,12 @@ def _row_target(keys: Keys, effect: RowEffect, src: Src) -> tuple[float, str, st
     return (2.5, "column", "*", True)
 
 
-
 def _rows(taint: frozenset) -> list[dict]:
     """Sources as plain data for a summary (another file reports them at its own call site)."""
     return sorted(
         ({"rule": s.rule, "what": s.what, "line": s.line, "path": "", "via": s.via} for s in taint),
         key=lambda r: (r["line"], r["rule"], r["what"]),
     )
-
-
 
 
 def noqa_codes(line: str) -> set[str] | None:
@@ -283,4 +283,3 @@ def noqa_codes(line: str) -> set[str] | None:
     if not codes:
         return set()
     return {c.upper() for c in re.split(r"[\s,]+", codes) if c}
-

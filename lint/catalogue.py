@@ -70,11 +70,13 @@ WINDOW_TIES_CODE = owner("window_functions")  # a numbering over an ordering tha
 ORDER_CODE = owner("order_insensitive_args_of")  # an order-dependent aggregate
 UDF_CODE = owner("udf_factories")  # a source inside a Python UDF
 
-# DataFrame method name -> the detectors of the rules that look at that method.
+# DataFrame method name -> the detectors of the rules that look at that method; a detector several rules
+# declare (the write rules' ``foreachBatch`` collector) runs once.
 METHOD_HOOKS: dict[str, tuple] = {}
 for _rule in ALL_RULES:
     for _method, _hook in _rule.method_hooks.items():
-        METHOD_HOOKS[_method] = (*METHOD_HOOKS.get(_method, ()), _hook)
+        if _hook not in METHOD_HOOKS.get(_method, ()):
+            METHOD_HOOKS[_method] = (*METHOD_HOOKS.get(_method, ()), _hook)
 # Detectors that run once per module, and the fixes catalogue sources offer (rule code -> hook).
 MODULE_HOOKS: tuple = tuple(hook for rule in ALL_RULES for hook in rule.module_hooks)
 FIX_HOOKS: dict[str, object] = {rule.code: rule.fix_hook for rule in ALL_RULES if rule.fix_hook is not None}

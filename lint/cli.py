@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+
 from upsertsink.lint.config import ConfigError, Settings, resolve_settings, settings_toml, split_codes
 from upsertsink.lint.report import render, render_statistics
 from upsertsink.lint.rules import RULES

@@ -107,8 +107,9 @@ class Collector:
         is an expression whose sources decide them too (the ordering before a limit)."""
         self._row(RowEffect(kind, scope, expr=expr, own=own, subset=subset))
 
-    def declare(self, column: str, label: str, scope: Scope | None, sequence: bool = False,
-                history: bool = False) -> None:
+    def declare(
+        self, column: str, label: str, scope: Scope | None, sequence: bool = False, history: bool = False
+    ) -> None:
         """A key (or sequence) column the code declares."""
         self.declared.append(KeyDecl(strip_qualifier(column), label, scope, sequence, history))
 
@@ -127,7 +128,6 @@ class Collector:
         if effect.anchor is None:
             effect.anchor = self._current
         self.rows.append(effect)
-
 
     def _process_call(self, call: ast.Call, scope: Scope, ctx: Context) -> None:
         self._current = call
@@ -301,7 +301,6 @@ class Collector:
         ):
             self.sink_calls.append((call, scope))
             self.writes_data = True
-
 
     def _on_seed(self, call: ast.Call, scope: Scope) -> None:
         q = self.model.qualname(call.func, scope)
@@ -496,4 +495,3 @@ class Collector:
         if result.tables_written:
             self.writes_data = True
             self.tables_written.update(t.lower() for t in result.tables_written)
-

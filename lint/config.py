@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
+
 from upsertsink.lint.rules import RULES
 
 

@@ -41,8 +41,6 @@ class Src:
     partition: frozenset[str] | None = None
 
 
-
-
 @dataclass(frozen=True)
 class Reach:
     """What one source reaches: the target it is reported against and the other columns it reaches."""
@@ -66,8 +64,6 @@ class Reach:
         if self.history:
             return "error"  # a replay rewrites the table's history
         return "error" if self.target in ("key", "sequence") else "warning"
-
-
 
 
 @dataclass
@@ -151,5 +147,3 @@ def strip_qualifier(column: str) -> str:
     if "." in c and not c.startswith("`"):
         c = c.rsplit(".", 1)[1]
     return c.strip('`"')
-
-

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from upsertsink.lint.checker import Finding, noqa_line_map
 from upsertsink.lint.rules.base import FixSpec
-from upsertsink.lint.rules.writes import app_id
+from upsertsink.lint.rules.nd011_append import app_id
 
 log = logging.getLogger(__name__)
 _DIRECTIVE = "# " + "noqa: "  # (split so that linters reading this file do not take it for a directive)

@@ -95,9 +95,7 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
             for cmp in ast.walk(cond):
                 if type(cmp) is ast.Compare and len(cmp.ops) == 1 and type(cmp.ops[0]) is ast.Eq:
                     sides = [values.col_names(side, scope) for side in (cmp.left, cmp.comparators[0])]
-                    if not all(sides) or not all(
-                        _is_column_ref(x) for x in (cmp.left, cmp.comparators[0])
-                    ):
+                    if not all(sides) or not all(_is_column_ref(x) for x in (cmp.left, cmp.comparators[0])):
                         continue  # F.col("s.rn") == 1: a filter, not a key
                     for names in sides:
                         cols.extend(c for c in names if not c.startswith("<"))

@@ -21,6 +21,7 @@ from upsertsink.lint.facts import Span, Src
 from upsertsink.lint.rules.base import FixSpec
 from upsertsink.lint.scopes import SPECIAL, Scope, push_children
 
+
 class SemanticModel:
     """Scopes, bindings, imports and calls of one parsed module, and the lookups over them."""
 
@@ -182,7 +183,6 @@ class SemanticModel:
             if cls is not None:
                 self.class_attrs.setdefault(id(cls), {}).setdefault(target.attr, []).append((value, scope))
 
-
     # ------------------------------------------------------------------ name resolution
     def lookup(self, name: str, scope: Scope) -> Scope | None:
         """The scope that binds ``name`` as seen from ``scope`` (class scopes are skipped for nested code)."""
@@ -326,7 +326,6 @@ class SemanticModel:
             return q.rsplit(".", 1)[-1] in self._udf_factories
         return type(node) is ast.Name and node.id in self._udf_factories
 
-
     def is_import(self, name: str, scope: Scope) -> bool:
         """Is ``name`` bound by an import only (not rebound) as seen from ``scope``?"""
         s = self.lookup(name, scope)
@@ -430,7 +429,6 @@ class SemanticModel:
         if fn_scope is None or len(fn_scope.returns) != 1:
             return None
         return fn_scope.returns[0], fn_scope
-
 
     def lambda_scope(self, node: ast.Lambda) -> Scope | None:
         """The scope of a lambda's body."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
+
 from upsertsink.lint.checker import CheckOptions, FileResult, Finding, check_bytes, main_guard
 from upsertsink.lint.config import Settings
 

@@ -232,7 +232,6 @@ class Taint:
             return False
         return len(order_n - part_n) < 2
 
-
     def source_of_call(self, call: ast.Call, q: str | None) -> Src | None:
         if q is None:
             return None
@@ -327,7 +326,9 @@ class Taint:
         if ft is ast.Attribute:
             m = func.attr
             if m in METHOD_SOURCES:
-                out.add(self.model.src(METHOD_SOURCES[m], call, what=f"{m}()", span=self.model.method_span(call)))
+                out.add(
+                    self.model.src(METHOD_SOURCES[m], call, what=f"{m}()", span=self.model.method_span(call))
+                )
             if m == "over":
                 return frozenset(out | self._over_taint(call, scope))
             if m in FRAME_METHODS and sname is None:  # F.coalesce(...) is a function, df.coalesce(2) a method
@@ -370,7 +371,9 @@ class Taint:
         out = set(self.of(inner, scope))
         if name in SPARK_RANKING and spec is not None and ties:
             src = self.model.src(
-                WINDOW_TIES_CODE, inner, what=f"{self.model.segment(inner.func, 40)}() over a window that may tie"
+                WINDOW_TIES_CODE,
+                inner,
+                what=f"{self.model.segment(inner.func, 40)}() over a window that may tie",
             )
             out.add(replace(src, partition=frozenset(norm(c) for c in spec[0])))
         elif name in SPARK_ORDERED_OK and spec is not None and not ties:
@@ -474,4 +477,3 @@ class Taint:
             )
             for s in inner
         )
-

@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 
 from upsertsink.lint import chains
-from upsertsink.lint.facts import norm
 from upsertsink.lint.api import COLUMN_KEEPING, NAME_ARG_FUNCTIONS, ORDER_WRAPPERS, PASS_THROUGH
+from upsertsink.lint.facts import norm
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.strings import PosText, literal_text
@@ -208,7 +208,9 @@ class Values:
             out = out + (value if value is not None else self._hole(arg, base.positions[m.start()]))
         return out + base[last:]
 
-    def _join(self, sep: PosText, iterable: ast.AST, scope: Scope, env: Env, depth: int = 0) -> PosText | None:
+    def _join(
+        self, sep: PosText, iterable: ast.AST, scope: Scope, env: Env, depth: int = 0
+    ) -> PosText | None:
         """``" AND ".join(parts)`` over a literal list, a list variable, or a comprehension over key names."""
         t = type(iterable)
         parts: list[PosText] = []
@@ -490,7 +492,6 @@ class Values:
                         return inner.value
         return None
 
-
     def selects_only(self, node: ast.AST, scope: Scope, columns: list[str]) -> bool:
         """Does the DataFrame expression ``node`` hold only ``columns`` (its nearest select lists no other)?"""
         wanted = {norm(c) for c in columns}
@@ -504,7 +505,6 @@ class Values:
             if m not in PASS_THROUGH and m not in COLUMN_KEEPING:
                 return False
         return False
-
 
 
 def find_sql_file(raw: str, origin: str | None, root: str | None) -> Path | None:
@@ -540,4 +540,3 @@ def shown(path: Path, root: str | None) -> str:
         except ValueError:
             pass
     return path.name
-

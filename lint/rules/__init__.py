@@ -1,34 +1,41 @@
 """The rule registry: stable codes ND000-ND014. ND001-ND010 find nondeterministic values, ND011-ND014
-non-idempotent writes."""
+non-idempotent writes.
+
+One rule per module, found automatically: every module of this package named ``ndNNN_<slug>.py`` exposes
+one :class:`Rule` as ``RULE`` (its code ``NDNNN``), holding the rule's catalogue entries, detector hooks,
+messages, examples and fixes. Adding a rule is adding such a module (then regenerate docs/rules.md).
+Modules starting with ``_`` hold what several rules share; ``base`` holds the :class:`Rule` class.
+"""
 
 from __future__ import annotations
 
-from upsertsink.lint.rules.base import Invalid, Rule, Valid
-from upsertsink.lint.rules.clock import WALL_CLOCK
-from upsertsink.lint.rules.ids import PARTITION_IDS, UUIDS
-from upsertsink.lint.rules.ordering import DEDUP_SUBSET, LIMIT, ORDER_DEPENDENT, SAMPLE, WINDOW_TIES
-from upsertsink.lint.rules.randomness import RANDOM
-from upsertsink.lint.rules.syntax import PARSE_ERROR
-from upsertsink.lint.rules.udf import UDF
-from upsertsink.lint.rules.writes import ACCUMULATING_MERGE, APPEND, SINK_WITHOUT_BATCH_ID, UNMARKED_MERGE
+import importlib
+import pkgutil
+import re
 
-ALL_RULES: tuple[Rule, ...] = (
-    PARSE_ERROR,
-    WALL_CLOCK,
-    RANDOM,
-    UUIDS,
-    PARTITION_IDS,
-    ORDER_DEPENDENT,
-    WINDOW_TIES,
-    DEDUP_SUBSET,
-    LIMIT,
-    SAMPLE,
-    UDF,
-    APPEND,
-    ACCUMULATING_MERGE,
-    UNMARKED_MERGE,
-    SINK_WITHOUT_BATCH_ID,
-)
+from upsertsink.lint.rules.base import Invalid, Rule, Valid
+
+_RULE_MODULE = re.compile(r"nd(\d{3})_\w+")
+
+
+def _discover() -> tuple[Rule, ...]:
+    """The ``RULE`` of every ``ndNNN_*`` module of this package, ordered by code."""
+    found: dict[str, Rule] = {}
+    for info in pkgutil.iter_modules(__path__):
+        match = _RULE_MODULE.fullmatch(info.name)
+        if match is None:
+            continue
+        code = f"ND{match.group(1)}"
+        rule = importlib.import_module(f"{__name__}.{info.name}").RULE
+        if rule.code != code:
+            raise ImportError(f"rules/{info.name}.py: its RULE has code {rule.code}, not {code}")
+        if code in found:
+            raise ImportError(f"rules/{info.name}.py: a second module for {code}")
+        found[code] = rule
+    return tuple(found[code] for code in sorted(found))
+
+
+ALL_RULES: tuple[Rule, ...] = _discover()
 RULES: dict[str, Rule] = {r.code: r for r in ALL_RULES}
 
 __all__ = ["ALL_RULES", "RULES", "Invalid", "Rule", "Valid"]

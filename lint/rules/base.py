@@ -1,13 +1,14 @@
-"""The rule class: one small object per source family carrying its code, catalogue, detector hooks,
+"""The rule class: one small object per rule carrying its code, catalogue, detector hooks,
 messages, documentation and examples.
 
 Like Fixit's rules, every rule lists VALID and INVALID code examples next to its detector. They are the
 rule's tests (tests/lint/test_lint_rules.py runs each through the real analyzer) and its documentation
-(``--explain`` and docs/rules.md print them). Like ruff's one-file rules, a rule module holds everything
-about its rule: what it finds (its ``catalogue`` entries), how (its ``method_hooks``, detectors the shared
-data flow in ``analysis.py`` calls for every matching method call; catalogue-only rules are evaluated by the
-flow itself), what it says (``verb``, ``fix`` and :meth:`Rule.message`), and why. The shared flow (scopes,
-bindings, taint to columns, SQL) names no rule code.
+(``--explain`` and docs/rules.md print them). Like ruff's one-file rules, a rule module
+(``rules/ndNNN_<slug>.py``, exposing ``RULE``; ``rules/__init__.py`` finds it) holds everything about its
+rule: what it finds (its ``catalogue`` entries), how (its ``method_hooks``, detectors the shared data flow in
+``analysis.py`` calls for every matching method call, and its ``module_hooks``; catalogue-only rules are
+evaluated by the flow itself), what it says (``verb``, ``fix`` and :meth:`Rule.message`), and why. The shared
+flow (scopes, bindings, taint to columns, SQL) names no rule code.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from upsertsink.lint.model import SemanticModel
 
 
 @dataclass(frozen=True)
@@ -274,9 +278,6 @@ _HISTORY_ROWS_CONSEQUENCE = (
     "this rewrites history on every replay, because a replay can keep a different row of each group, with "
     "a different sequence value, and so opens and closes versions at other `__START_AT`/`__END_AT` values"
 )
-
-if TYPE_CHECKING:
-    from upsertsink.lint.model import SemanticModel
 _ROWS_CONSEQUENCE = {
     "key": "a replay writes a different set of rows, and so of keys, than the first run",
     "sequence": "a replay can keep a different row of each group, with a different sequence value",

@@ -7,6 +7,10 @@ from typing import TYPE_CHECKING
 
 from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
 
+if TYPE_CHECKING:
+    from upsertsink.lint.model import SemanticModel
+
+
 _SEEDABLE = frozenset({"rand", "randn", "random"})
 
 
@@ -15,7 +19,9 @@ def _seed_fix(model: SemanticModel, call: ast.Call, qualified: str) -> FixSpec |
     if call.args or call.keywords or model.spark_name(qualified) not in _SEEDABLE:
         return None
     return seed_fix(
-        model, call, "seed",
+        model,
+        call,
+        "seed",
         "the values then repeat on a replay only while the input is partitioned the same way; they are still "
         "partition-dependent (reported as ND004 afterwards)",
     )
@@ -33,7 +39,7 @@ CATALOGUE = Catalogue(
     trigger_words=frozenset({"random", "secrets"}),
 )
 
-RANDOM = Rule(
+RULE = Rule(
     code="ND002",
     name="random-value",
     verb="draws a random value",
@@ -112,6 +118,3 @@ same partitioning (the sequence is seeded per partition), so the seeded form is 
         ),
     ),
 )
-
-if TYPE_CHECKING:
-    from upsertsink.lint.model import SemanticModel

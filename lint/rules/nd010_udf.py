@@ -2,7 +2,7 @@
 
 from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
 
-UDF = Rule(
+RULE = Rule(
     code="ND010",
     name="nondeterministic-udf",
     verb="makes the UDF's result nondeterministic",

@@ -2,7 +2,7 @@
 
 from upsertsink.lint.rules.base import Invalid, Rule, Valid
 
-PARSE_ERROR = Rule(
+RULE = Rule(
     code="ND000",
     name="parse-error",
     verb="cannot be parsed",

@@ -39,7 +39,7 @@ CATALOGUE = Catalogue(
     spark_no_arg_only=frozenset({"unix_timestamp"}),
 )
 
-WALL_CLOCK = Rule(
+RULE = Rule(
     code="ND001",
     name="wall-clock",
     verb="reads the wall clock",

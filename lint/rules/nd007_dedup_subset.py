@@ -1,0 +1,89 @@
+"""ND007: ``dropDuplicates(subset)`` keeps an arbitrary row of each group."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any
+
+from upsertsink.lint import chains
+from upsertsink.lint.rules.base import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    from upsertsink.lint.context import Context
+
+
+def _dedup_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
+    """``dropDuplicates(subset)``: an arbitrary row of each group survives (pandas ``keep=`` is exact)."""
+    subset_node = call.args[0] if call.args else ctx.model.kwarg(call, "subset")
+    if (
+        subset_node is None
+        or ctx.model.kwarg(call, "keep") is not None
+        or chains.looked_only(ctx.model, call)
+    ):
+        return
+    subset = ctx.values.const_strings(subset_node, scope)
+    if subset is not None and ctx.values.selects_only(call.func.value, scope, subset):
+        return  # every selected column is in the subset: only exact duplicates are removed
+    what = f"{call.func.attr}() with a subset"
+    own = ctx.model.source(RULE.code, call, what=what, span=ctx.model.method_span(call))
+    ctx.facts.add_row_effect("dedup", scope, own=own, subset=subset or [])
+
+
+RULE = Rule(
+    code="ND007",
+    name="drop-duplicates-subset",
+    verb="keeps an arbitrary row of each duplicate group",
+    summary="`dropDuplicates(subset)` / `drop_duplicates(subset)`: which of the duplicates survives is "
+    "arbitrary.",
+    description="""
+With a subset, Spark keeps one row per distinct subset value, and which one depends on the order rows reach
+the aggregation. When the subset leaves out a key column, a replay can write a different set of keys: an
+error reaching that key. When the subset holds every key (deduplicating by exactly the written key set), the
+keys are right and only the surviving row's *values* are order-dependent: a warning (`column_name: "*"`).
+With no known keys, a sequence column outside the subset is reported as an error, else a warning.
+`dropDuplicates()` without a subset, and a subset that holds every selected column
+(`df.select("a", "b").dropDuplicates(["a", "b"])`), remove exact duplicates only and are deterministic.
+pandas' `drop_duplicates(..., keep=...)` is deterministic for a deterministic input order.
+""",
+    why="A replay can keep a different row of each group.",
+    method_hooks={
+        "dropDuplicates": _dedup_hook,
+        "drop_duplicates": _dedup_hook,
+        "dropDuplicatesWithinWatermark": _dedup_hook,
+    },
+    fix={
+        "rows": "pick the surviving row explicitly: `row_number()` over `partitionBy(keys).orderBy(sequence "
+        "desc, tie_breaker)` and keep `rn = 1` (or let UpsertSink's sequence_by resolve duplicates).",
+        "column": "pick the surviving row explicitly with a tie-free ordering.",
+    },
+    invalid=(
+        Invalid(
+            "from upsertsink import UpsertSink\n"
+            "clean = df.dropDuplicates(['order_id'])\n"
+            "UpsertSink('/t', keys=['order_id', 'line_no'], sequence_by='version').write(clean)\n",
+            2,
+            12,
+            "key",
+            "line_no",
+        ),
+        Invalid(
+            "from upsertsink import UpsertSink\n"
+            "clean = df.dropDuplicates(['id'])\n"
+            "UpsertSink('/t', keys=['id'], sequence_by='version').write(clean)\n",
+            2,
+            12,
+            "column",
+            "*",
+        ),
+        Invalid("clean = pdf.drop_duplicates(subset=['id', 'day'])\n", 1, 13, "column", "*"),
+    ),
+    valid=(
+        Valid("clean = df.dropDuplicates()\n", keys=("id",)),
+        Valid(
+            "pairs = df.select('id', 'tag').dropDuplicates(['id', 'tag'])\n"
+            "pairs.write.saveAsTable('id_tags')\n",
+            keys=("id",),
+        ),
+        Valid("clean = pdf.drop_duplicates(subset=['id'], keep='last')\n", keys=("id",)),
+    ),
+)
