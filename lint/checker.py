@@ -12,20 +12,18 @@ import sys
 import tokenize
 import warnings
 from dataclasses import asdict, dataclass, field, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from upsertsink.lint.analysis import ModuleAnalysis, Src, noqa_codes
-from upsertsink.lint.catalogue import has_trigger
 from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
-from upsertsink.lint.notebooks import (
-    Converted,
-    NotebookError,
-    convert_databricks,
-    convert_ipynb,
-    is_databricks_source,
-)
-from upsertsink.lint.rules import RULES
-from upsertsink.lint.rules.base import FixSpec
+
+if TYPE_CHECKING:
+    from upsertsink.lint.analysis import Src
+    from upsertsink.lint.notebooks import Converted
+    from upsertsink.lint.rules.base import FixSpec
+
+# The analysis, the rules and the notebook readers (~60 ms of imports together) load on the first file that
+# is checked (check_bytes), not with this module: a run served from the cache, or one that only reports,
+# needs Finding and FileResult and nothing else.
 
 FILE_NOQA = b"upsertsink: noqa"
 
@@ -84,6 +82,8 @@ class Finding:
     @property
     def fix_spec(self) -> FixSpec | None:
         """The fix as an object, or None."""
+        from upsertsink.lint.rules.base import FixSpec
+
         return FixSpec.from_dict(self.fix) if self.fix is not None else None
 
     def to_cache(self) -> dict:
@@ -141,6 +141,16 @@ def check_bytes(
 ) -> FileResult:
     """Check the contents of one file (a module, a Jupyter notebook or a Databricks source export).
     ``path`` labels the findings and tells a notebook (``.ipynb``) from Python source."""
+    from upsertsink.lint.analysis import ModuleAnalysis
+    from upsertsink.lint.catalogue import has_trigger
+    from upsertsink.lint.notebooks import (
+        NotebookError,
+        convert_databricks,
+        convert_ipynb,
+        is_databricks_source,
+    )
+    from upsertsink.lint.rules import RULES
+
     opts = options or CheckOptions()
     keys = list(keys) or list(opts.keys)
     sequence = list(sequence) or list(opts.sequence)
@@ -272,6 +282,8 @@ def _suppressed(lines: list[str], src: Src, text: str | None = None, state: dict
 
 
 def _covers(line: str, rule: str) -> bool:
+    from upsertsink.lint.analysis import noqa_codes
+
     codes = noqa_codes(line)
     return codes is not None and (not codes or rule in codes)
 

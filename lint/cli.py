@@ -16,9 +16,9 @@ from typing import Any, NoReturn
 
 import click
 
+# Start-up counts for small runs: the rules, the analysis, the report formats and the process pool load when
+# a run needs them (tests/lint/test_lint_startup.py), not here.
 from upsertsink.lint.config import ConfigError, Settings, resolve_settings, settings_toml, split_codes
-from upsertsink.lint.report import render, render_statistics
-from upsertsink.lint.rules import RULES
 from upsertsink.lint.runner import (
     CACHE_DIR,
     PathError,
@@ -203,6 +203,8 @@ def lint_command(
     fixes to apply); 2: usage or configuration error.
     """
     if explain is not None:
+        from upsertsink.lint.rules import RULES
+
         code = explain.strip().upper()
         if code not in RULES:
             raise LintUsageError(f"unknown rule code {explain!r} (known: {', '.join(RULES)})")
@@ -268,6 +270,7 @@ def lint_command(
         with _progress_bar(enabled=False) as progress:
             result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress)
     from upsertsink.lint.fixes import fixable
+    from upsertsink.lint.report import render, render_statistics
 
     can_fix = fixable(result.findings, unsafe_fixes)
     if statistics:
@@ -343,6 +346,8 @@ def _fix_stdin(
     if changed:
         result = lint_paths([], settings, use_cache=not no_cache, stdin=(name, fixed.encode("utf-8")))
     if result.findings and not quiet:
+        from upsertsink.lint.report import render
+
         click.echo(
             render(fmt, result.findings, result.stats.files_checked, settings.root), err=True, nl=False
         )

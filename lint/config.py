@@ -7,9 +7,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pathspec
-
-from upsertsink.lint.rules import RULES
+# pathspec and the rules load when a setting needs them (a glob to match, a code to check): start-up counts.
 
 
 @dataclass(frozen=True)
@@ -145,6 +143,8 @@ class Settings:
         rel = _relative(path, self.root)
         out: list[str] = []
         for glob, codes in self.per_file_ignores:
+            import pathspec
+
             negated = glob.startswith("!")
             spec = pathspec.GitIgnoreSpec.from_lines([glob[1:] if negated else glob])
             if rel is not None and spec.match_file(rel) != negated:
@@ -167,6 +167,8 @@ def split_codes(values: list[str] | tuple[str, ...], where: str) -> list[str]:
             code = part.strip().upper()
             if not code:
                 continue
+            from upsertsink.lint.rules import RULES
+
             if code != "ALL" and not any(c.startswith(code) for c in RULES):
                 raise ConfigError(f"{where}: unknown rule code {part.strip()!r} (known: {', '.join(RULES)})")
             out.append("ND" if code == "ALL" else code)

@@ -29,10 +29,12 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from upsertsink.lint.checker import Finding, noqa_line_map
-from upsertsink.lint.rules.base import FixSpec
-from upsertsink.lint.rules.nd011_append import app_id
+
+if TYPE_CHECKING:
+    from upsertsink.lint.rules.base import FixSpec
 
 log = logging.getLogger(__name__)
 _DIRECTIVE = "# " + "noqa: "  # (split so that linters reading this file do not take it for a directive)
@@ -96,8 +98,9 @@ def _selected(f: Finding, unsafe: bool) -> FixSpec | None:
 
 
 def fixable(findings: list[Finding], unsafe: bool) -> list[Finding]:
-    """The findings whose fix would be applied (safe ones; unsafe ones too with ``unsafe``)."""
-    return [f for f in findings if _selected(f, unsafe) is not None]
+    """The findings whose fix would be applied (safe ones; unsafe ones too with ``unsafe``). Reads the
+    findings' fix data (``FixSpec.to_dict()``) directly: every run asks, and the rules need not load for it."""
+    return [f for f in findings if f.fix is not None and (unsafe or f.fix.get("applicability") != "unsafe")]
 
 
 def read_source(path: Path) -> tuple[str, str, bool]:
@@ -153,6 +156,7 @@ def _fixer(specs: list[FixSpec], module: str):
     """The libcst transformer that applies ``specs`` in one pass (libcst is imported only here)."""
     import libcst as cst
     from libcst.metadata import PositionProvider
+    from upsertsink.lint.rules.nd011_append import app_id
 
     class Fixer(cst.CSTTransformer):
         METADATA_DEPENDENCIES = (PositionProvider,)

@@ -8,6 +8,11 @@ that the analysis reads like any module, with a map back to where each line came
   ``spark.sql(r\"\"\"...\"\"\")`` whose text lines are the cell's lines, so SQL findings point into the cell.
 - ``%run ./other`` is recorded (the names ``other`` defines are resolved when it is in the linted tree).
 - Other cell languages (``%md``, ``%sh``, ``%scala``, ``%r``, ``%fs``...) are skipped.
+- In a Databricks export, Python cells are kept as written except shell and magic lines (``!pip install x``,
+  ``files = !ls``, ``%pip ...``), which become ``pass`` (or ``name = None``) like in a notebook, but only
+  where Python cannot read them (a ``%`` or ``!`` that continues an expression or sits in a string stays);
+  a cell whose first line is a non-Python magic written without ``# MAGIC `` (``%sh``, ``%%bash``...) is
+  blanked, and one starting with a bare ``%sql`` is read as SQL.
 
 For ``.ipynb`` files every line of the Python text maps to (cell, line in cell, file line), where ``cell`` is
 the 1-based position of the cell in the notebook (Markdown cells count, as they appear on screen) and the
@@ -17,8 +22,10 @@ lines keep their numbers; only SQL lines shift by the ``# MAGIC `` prefix.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import warnings
 from dataclasses import dataclass, field
 
 DATABRICKS_HEADER = "# Databricks notebook source"
@@ -30,6 +37,10 @@ _SHELL_ASSIGN = re.compile(r"^(\s*)([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\
 _SKIP_LANGS = {"md", "markdown", "sh", "bash", "scala", "r", "fs", "html", "javascript", "js", "latex"}
 # cell magics whose body is still Python
 _PY_CELL_MAGICS = {"time", "timeit", "capture", "prun", "python", "python3", "debug", "pyspark", "spark"}
+# a line Python may fail on because it is a shell escape or a magic: "!pip ...", "%pip ...", "x = !ls", "obj?"
+_SHELL_CANDIDATE = re.compile(
+    r"^\s*(?:!(?!=)|%%?[A-Za-z]|[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*[!%]|[\w.]+\?\??\s*$)"
+)
 
 
 class NotebookError(ValueError):
@@ -85,6 +96,49 @@ def _python_line(line: str) -> str:
     return line
 
 
+_NO_PREFIX = re.compile(r"^")
+
+
+def _raw_magic_cell(lines: list[str]) -> str | None:
+    """The language of a Databricks cell whose first code line is a magic written without ``# MAGIC ``:
+    ``"sql"`` for ``%sql``/``%%sql``, ``"skip"`` for another language (``%sh``, ``%%bash``, ``%md``...), else
+    None (a Python cell, or a line magic such as ``%pip`` that only its own line holds)."""
+    first = next((t.strip() for t in lines if t.strip() and not t.lstrip().startswith("#")), "")
+    if not first.startswith("%"):
+        return None
+    word = first.lstrip("%").split(None, 1)[0].lower() if first.lstrip("%").strip() else ""
+    if word == "sql":
+        return "sql"
+    if first.startswith("%%"):
+        return None if word in _PY_CELL_MAGICS else "skip"
+    return "skip" if word in _SKIP_LANGS else None
+
+
+def _skip_shell_lines(out: list[str], limit: int = 200) -> list[int]:
+    """Turn the shell and magic lines of a Databricks export's Python cells into no-ops, in place: only the
+    lines Python stops at (a parse is retried after each), so ``%`` and ``!`` inside expressions and strings
+    are never touched. A real syntax error elsewhere is left for the checker to report (ND000). Returns the
+    indexes of the lines it changed."""
+    candidates = {i for i, line in enumerate(out) if _SHELL_CANDIDATE.match(line)}
+    changed: list[int] = []
+    for _ in range(min(len(candidates), limit)):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ast.parse("\n".join(out))
+            break
+        except SyntaxError as exc:
+            i = (exc.lineno or 0) - 1
+        except (ValueError, RecursionError, MemoryError):
+            break
+        if i not in candidates:
+            break
+        candidates.discard(i)
+        out[i] = _python_line(out[i])
+        changed.append(i)
+    return changed
+
+
 def convert_databricks(text: str) -> Converted:
     """A Databricks source export: same line numbers; SQL cells become ``spark.sql`` calls."""
     raw = text.split("\n")
@@ -96,19 +150,30 @@ def convert_databricks(text: str) -> Converted:
     ends = [i for i, line in enumerate(raw) if _DATABRICKS_SEP.match(line)] + [len(raw)]
     for start, end in zip(starts, ends, strict=False):
         idx = [i for i in range(start, end) if raw[i].startswith("# MAGIC")]
+        prefix = _MAGIC_PREFIX
         if not idx:
-            continue
+            lang = _raw_magic_cell(raw[start:end])
+            if lang is None:
+                continue
+            if lang != "sql":  # "%sh" / "%%bash" / "%md" written without "# MAGIC ": not Python
+                for i in range(start, end):
+                    out[i] = ""
+                continue
+            head = next(i for i in range(start, end) if raw[i].lstrip().startswith("%"))
+            idx = [i for i in range(head, end) if raw[i].strip()]
+            prefix = _NO_PREFIX
         first = raw[idx[0]]
-        magic = _MAGIC_PREFIX.sub("", first, count=1).strip()
+        magic = prefix.sub("", first, count=1).strip()
         for i in idx:
-            m = _RUN.match(_MAGIC_PREFIX.sub("", raw[i], count=1))
+            m = _RUN.match(prefix.sub("", raw[i], count=1))
             if m:
                 runs.append(next(g for g in m.groups() if g))
-        if magic.split(None, 1)[0:1] != ["%sql"]:
+        sql_magic = magic.split(None, 1)[0:1]
+        if sql_magic not in (["%sql"], ["%%sql"]):
             continue
         # SQL lines, with where each starts in the raw line; SQL may follow "%sql" on the magic line itself
-        rows = [(i, _MAGIC_PREFIX.sub("", raw[i], count=1)) for i in idx]
-        head_text = rows[0][1].lstrip()[len("%sql") :]
+        rows = [(i, prefix.sub("", raw[i], count=1)) for i in idx]
+        head_text = rows[0][1].lstrip()[len(sql_magic[0]) :]
         head_at = len(raw[idx[0]]) - len(head_text)
         sql_lines = [head_text] + [text for _, text in rows[1:]]
         if not any(t.strip() for t in sql_lines):
@@ -122,6 +187,10 @@ def convert_databricks(text: str) -> Converted:
         for k, (i, line_text) in enumerate(rows[1:], 1):
             out[i] = block[k + 1] if k + 1 < len(block) else line_text
             shifts[i] = len(raw[i]) - len(line_text)
+    for i in _skip_shell_lines(out):
+        m = _RUN.match(raw[i])  # "%run ./setup" written without "# MAGIC "
+        if m:
+            runs.append(next(g for g in m.groups() if g))
     numbers = list(range(1, len(raw) + 1))
     return Converted(
         "\n".join(out),

@@ -4,20 +4,22 @@ concise, pylint, gitlab (Code Quality) and junit (XML); and the ``--statistics``
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
+from typing import TYPE_CHECKING
 
 from upsertsink.lint import package_version
-from upsertsink.lint.checker import Finding
-from upsertsink.lint.rules import ALL_RULES
+
+if TYPE_CHECKING:
+    from upsertsink.lint.checker import Finding
+
+# The rules (for names and SARIF's rule table), hashlib and the XML escapes load with the formats that use
+# them: the text and JSON reports of a small run need none of them.
 
 INFORMATION_URI = "https://github.com/upsertsink/upsertsink/blob/main/docs/linter.md"
 RULES_URI = "https://github.com/upsertsink/upsertsink/blob/main/docs/rules.md"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-RULE_NAMES = {r.code: r.name for r in ALL_RULES}
 
 
 def render_text(findings: list[Finding], files_checked: int, quiet: bool = False) -> str:
@@ -180,6 +182,10 @@ def _uri(path: str, base: Path) -> str:
 def render_sarif(findings: list[Finding], files_checked: int, root: Path | None = None) -> str:
     """SARIF 2.1.0: one run, the full rule table, results with repo-relative uris and regions."""
     base = _repo_root(root or Path.cwd())
+    import hashlib
+
+    from upsertsink.lint.rules import ALL_RULES
+
     index = {r.code: i for i, r in enumerate(ALL_RULES)}
     rules = []
     for r in ALL_RULES:
@@ -356,7 +362,11 @@ def render_gitlab(findings: list[Finding]) -> str:
 
 
 def _fingerprint(salt: int, rule: str, path: str) -> int:
-    data = f"{salt}\0{RULE_NAMES[rule]}\0{path}".encode()
+    import hashlib
+
+    from upsertsink.lint.rules import RULES
+
+    data = f"{salt}\0{RULES[rule].name}\0{path}".encode()
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
 
@@ -365,6 +375,8 @@ def render_junit(findings: list[Finding]) -> str:
     finding (``org.upsertsink.CODE``, ``classname`` the path without its suffix, ``line``/``column``, a
     ``severity`` property, ``failure`` with the message); no finding: one passing ``No errors found`` case.
     Notebook findings have no line/column attributes and name the cell in the failure text."""
+    from xml.sax.saxutils import escape, quoteattr
+
     by_path: dict[str, list[Finding]] = {}
     for f in findings:
         by_path.setdefault(f.path, []).append(f)

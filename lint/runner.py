@@ -1,6 +1,9 @@
 """File discovery, the content-hash cache, the parallel workers and the flow between files.
 
-Costs, cheapest first: a file whose content hash is in the cache costs one read and one hash; a file with
+Costs, cheapest first: a file whose size and modification time are those the cache recorded for it costs one
+``stat`` (ruff's cache keys on the same; a file modified less than two seconds before it was hashed is never
+served that way, so an edit within the file system's timestamp resolution is still seen); a file whose
+content hash is in the cache costs one read and one hash; a file with
 ``# upsertsink: noqa`` or none of the catalogue's trigger words costs one byte scan and is never analyzed;
 only the rest is parsed (stdlib ``ast``) and analyzed, spread over all cores.
 
@@ -14,22 +17,29 @@ importers and nothing else.
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import os
 import re
 import sys
-import tempfile
+import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from upsertsink.lint.checker import CheckOptions, FileResult, Finding, check_bytes, main_guard
 from upsertsink.lint.config import Settings
+
+try:  # hashlib's OpenSSL half costs a few milliseconds to load and BLAKE2 does not need it
+    from _blake2 import blake2b
+except ImportError:  # another interpreter
+    from hashlib import blake2b
+
+if TYPE_CHECKING:
+    import pathspec
+
+# Loaded when needed (start-up counts for small runs): pathspec when there is a .gitignore or an exclude glob
+# to match, the process pool when there is enough work for it, the analysis when a file is not in the cache.
 
 DEFAULT_EXCLUDES = [
     ".git/",
@@ -55,6 +65,11 @@ CACHE_DIR = ".upsertsink_cache"
 _CACHE_FORMAT = "lint-cache-2"  # the shape of an entry; the linter's own source is hashed in as well
 _PARALLEL_MIN_FILES = 8
 _PARALLEL_MIN_BYTES = 256 * 1024
+# DEFAULT_EXCLUDES are folder patterns: a folder matches by its name (the walk never enters a matched folder,
+# so the folders above a file have passed already)
+_DEFAULT_DIR_NAMES = frozenset(p.rstrip("/") for p in DEFAULT_EXCLUDES if "*" not in p)
+_DEFAULT_DIR_SUFFIXES = tuple(p.rstrip("/").lstrip("*") for p in DEFAULT_EXCLUDES if p.startswith("*"))
+_STAT_MARGIN_NS = 2_000_000_000  # a file modified this recently is hashed, never served by its stat
 
 
 class PathError(Exception):
@@ -81,10 +96,21 @@ class RunResult:
     stats: Stats = field(default_factory=Stats)
 
 
+def _default_excluded(rel: str, is_dir: bool) -> bool:
+    """Does a built-in exclude (``DEFAULT_EXCLUDES``, all folder patterns) match ``rel`` (a path relative to
+    the walked folder), as pathspec's gitignore matching would? Only folders match, by name, at any depth."""
+    parts = rel.split("/")
+    if not is_dir:
+        parts = parts[:-1]
+    return any(p in _DEFAULT_DIR_NAMES or p.endswith(_DEFAULT_DIR_SUFFIXES) for p in parts)
+
+
 def _gitignore_spec(folder: Path) -> pathspec.GitIgnoreSpec | None:
     gi = folder / ".gitignore"
     if not gi.is_file():
         return None
+    import pathspec
+
     try:
         return pathspec.GitIgnoreSpec.from_lines(
             gi.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -103,10 +129,20 @@ def _rel(path: Path, base: Path) -> str | None:
 def discover(paths: list[Path], settings: Settings) -> list[Path]:
     """Python files and notebooks (``.py``, ``.pyi``, ``.ipynb``) under ``paths``. Walked folders honour .gitignore files, the configured ``exclude``
     globs and the default excludes; a file or folder named explicitly is always linted, even if excluded."""
+    return [p for p, _ in _discover(paths, settings)]
+
+
+def _discover(paths: list[Path], settings: Settings) -> list[tuple[Path, Path]]:
+    """:func:`discover`'s files, each with its real path (resolved once: a folder's real path once per folder,
+    a file's own only when it is a symbolic link)."""
     root = settings.root
-    exclude = pathspec.GitIgnoreSpec.from_lines(settings.excludes()) if settings.excludes() else None
-    defaults = pathspec.GitIgnoreSpec.from_lines(DEFAULT_EXCLUDES)
-    out: list[Path] = []
+    if settings.excludes():
+        import pathspec
+
+        exclude = pathspec.GitIgnoreSpec.from_lines(settings.excludes())
+    else:
+        exclude = None
+    out: list[tuple[Path, Path]] = []
     seen: set[Path] = set()
     for given in paths:
         if not given.exists():
@@ -117,7 +153,7 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
             rp = given.resolve()
             if rp not in seen:
                 seen.add(rp)
-                out.append(given)
+                out.append((given, rp))
             continue
         base = given.resolve()
         # ignore files above the walked folder (up to the project root) apply to what is below it,
@@ -136,6 +172,7 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
         )
         for dirpath, dirnames, filenames in os.walk(base):
             d = Path(dirpath)
+            real_dir = os.path.realpath(dirpath)
             specs = list(inherited)
             local = _gitignore_spec(d)
             if local is not None and d != root:
@@ -145,7 +182,7 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
             def ignored(p: Path, is_dir: bool, specs=specs, base=base, use_exclude=use_exclude) -> bool:
                 suffix = "/" if is_dir else ""
                 rel_walk = _rel(p, base)
-                if rel_walk is not None and defaults.match_file(rel_walk + suffix):
+                if rel_walk is not None and _default_excluded(rel_walk, is_dir):
                     return True
                 for folder, spec in specs:
                     rel = _rel(p, folder)
@@ -164,10 +201,11 @@ def discover(paths: list[Path], settings: Settings) -> list[Path]:
                 p = d / name
                 if ignored(p, False):
                     continue
-                rp = p.resolve()
+                full = os.path.join(dirpath, name)
+                rp = Path(os.path.realpath(full) if os.path.islink(full) else os.path.join(real_dir, name))
                 if rp not in seen:
                     seen.add(rp)
-                    out.append(p)
+                    out.append((p, rp))
     return out
 
 
@@ -178,6 +216,8 @@ def is_excluded(path: Path, settings: Settings) -> bool:
     rel = _rel(path.resolve(), settings.root.resolve())
     if not globs or rel is None:
         return False
+    import pathspec
+
     spec = pathspec.GitIgnoreSpec.from_lines(globs)
     parts = rel.split("/")
     return spec.match_file(rel) or any(
@@ -185,16 +225,17 @@ def is_excluded(path: Path, settings: Settings) -> bool:
     )
 
 
-def display_path(path: Path) -> str:
-    """Path as shown in findings: relative to the current folder when below it, forward slashes."""
+def display_path(path: Path, real: Path | None = None, cwd: Path | None = None) -> str:
+    """Path as shown in findings: relative to the current folder when below it, forward slashes. ``real``
+    (the path resolved) and ``cwd`` (the current folder resolved) save resolving them again."""
     try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        return (real or path.resolve()).relative_to(cwd or Path.cwd().resolve()).as_posix()
     except ValueError:
         return path.as_posix()
 
 
 def _linter_fingerprint() -> str:
-    h = hashlib.blake2b(_CACHE_FORMAT.encode(), digest_size=16)
+    h = blake2b(_CACHE_FORMAT.encode(), digest_size=16)
     pkg = Path(__file__).resolve().parent
     for p in sorted(pkg.rglob("*.py")):
         h.update(p.relative_to(pkg).as_posix().encode())
@@ -204,13 +245,14 @@ def _linter_fingerprint() -> str:
 
 class Cache:
     """Content-hash cache: content digest -> a file's result (findings by field name, summary, wants, .sql
-    dependencies, externals hash) for one linter build and settings."""
+    dependencies, externals hash) for one linter build and settings; and real path -> (modification time,
+    size, content digest) of the files it has hashed, so that an unchanged file is not read again."""
 
     MAX_ENTRIES = 100_000
     MAX_FILES = 4  # one file per linter build and settings: alternating --key runs keep their caches
 
     def __init__(self, folder: Path, settings: Settings) -> None:
-        salt = hashlib.blake2b(digest_size=16)
+        salt = blake2b(digest_size=16)
         salt.update(_linter_fingerprint().encode())
         salt.update(
             json.dumps(
@@ -225,13 +267,35 @@ class Cache:
         self.salt = salt.hexdigest()
         self.path = folder / CACHE_DIR / f"lint-{self.salt[:20]}.json"
         self.entries: dict[str, list] = {}
+        self.stats: dict[str, list] = {}  # real path -> [st_mtime_ns, st_size, content digest]
         self.dirty = False
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
             if data.get("salt") == self.salt and isinstance(data.get("entries"), dict):
                 self.entries = data["entries"]
+                stats = data.get("stats")
+                self.stats = stats if isinstance(stats, dict) else {}
         except (OSError, ValueError):
             pass
+
+    def digest_by_stat(self, real: str, st: os.stat_result) -> str | None:
+        """The content digest recorded for a file whose modification time and size are still ``st``'s."""
+        row = self.stats.get(real)
+        if isinstance(row, list) and len(row) == 3 and row[0] == st.st_mtime_ns and row[1] == st.st_size:
+            return str(row[2])
+        return None
+
+    def note_stat(self, real: str, st: os.stat_result, digest: str) -> None:
+        """Record the digest of a file read with stat ``st`` (not for a file modified in the last two seconds:
+        a later edit could keep its size and, within the timestamp resolution, its modification time)."""
+        if time.time_ns() - st.st_mtime_ns < _STAT_MARGIN_NS:
+            if self.stats.pop(real, None) is not None:
+                self.dirty = True
+            return
+        row = [st.st_mtime_ns, st.st_size, digest]
+        if self.stats.get(real) != row:
+            self.stats[real] = row
+            self.dirty = True
 
     def put(self, digest: str, result: FileResult, ext: str) -> None:
         """Store a file's result under its content digest: findings by field name, its summary, the names
@@ -260,7 +324,7 @@ class Cache:
                     data = Path(dep).read_bytes()
                 except OSError:
                     return None
-                if hashlib.blake2b(data, digest_size=16).hexdigest() != dep_digest:
+                if blake2b(data, digest_size=16).hexdigest() != dep_digest:
                     return None
             res = FileResult(findings, bool(entry["parsed"]), entry["summary"], list(entry["wants"]), deps)
             return res, str(entry["ext"])
@@ -278,32 +342,48 @@ class Cache:
             if len(self.entries) > self.MAX_ENTRIES:  # oldest first: dicts keep insertion order
                 for digest in list(self.entries)[: len(self.entries) - self.MAX_ENTRIES]:
                     del self.entries[digest]
+            self.stats = {
+                k: v for k, v in self.stats.items() if isinstance(v, list) and v[-1] in self.entries
+            }
             others = sorted(self.path.parent.glob("lint-*.json"), key=lambda p: p.stat().st_mtime)
             for old in [p for p in others if p != self.path][: max(0, len(others) - self.MAX_FILES + 1)]:
                 old.unlink(missing_ok=True)
+            import tempfile
+
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix="lint.", suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"salt": self.salt, "entries": self.entries}, fh, separators=(",", ":"))
+                json.dump(
+                    {"salt": self.salt, "entries": self.entries, "stats": self.stats},
+                    fh,
+                    separators=(",", ":"),
+                )
             os.replace(tmp, self.path)
         except OSError:
             pass  # a read-only checkout still lints, just without a cache
 
 
-_WORK_DONE = [0]
-
-
 def _work(item: tuple[str, bytes, CheckOptions, bool]) -> FileResult:
     path, data, options, prefilter = item
     main_guard()
-    _WORK_DONE[0] += 1
-    if _WORK_DONE[0] % 256 == 0:
-        gc.collect()  # the collector is paused during runs; sweep the rare cycles (tracebacks) now and then
     try:
         return check_bytes(path, data, [], [], prefilter=prefilter, options=options)
     except Exception as exc:  # noqa: BLE001 - one file must never take the run down
         from upsertsink.lint.checker import _parse_error
 
         return FileResult([_parse_error(path, 1, 1, f"internal error {exc.__class__.__name__}: {exc}")], True)
+    finally:
+        # The collector is paused during runs, but an analysis leaves reference cycles behind (scopes and
+        # their parents, the analysis' own tables): sweep the youngest generation, which holds this file's
+        # objects and little else, after every file. (A full collection every few hundred files cost more
+        # than a third of a cold run: it walks every object still alive, in memory long out of the caches.)
+        gc.collect(0)
+
+
+_FORKED_ITEMS: list = []  # the work of a pool forked from this process, inherited instead of pickled
+
+
+def _work_forked(index: int) -> FileResult:
+    return _work(_FORKED_ITEMS[index])
 
 
 def _serial(items: list, progress: Callable[[int, int], None]) -> list[FileResult | None]:
@@ -325,24 +405,28 @@ def _run_items(
     order = sorted(range(len(items)), key=lambda i: -len(items[i][1]))
     outputs: list[FileResult | None] = [None] * len(items)
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
-    try:  # import the SQL parser once here, so that forked workers inherit it instead of each importing it
-        import sqlglot  # noqa: F401
-        from sqlglot.dialects.spark import Spark  # noqa: F401
-    except ImportError:
-        pass
-
-    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    # Workers import the analysis (and the SQL parser, when a file holds SQL) themselves, side by side: this
+    # process importing them before the fork would add their import time to the run's instead.
+    forked = sys.platform.startswith("linux")
+    ctx = multiprocessing.get_context("fork") if forked else None
+    if forked:  # forked workers find the items in their copy of this process' memory: only indices are sent
+        _FORKED_ITEMS[:] = items
+        fn, args = _work_forked, order
+    else:
+        fn, args = _work, [items[i] for i in order]
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            for done, (i, res) in enumerate(
-                zip(order, pool.map(_work, [items[i] for i in order], chunksize=2), strict=True), 1
-            ):
+            for done, (i, res) in enumerate(zip(order, pool.map(fn, args, chunksize=2), strict=True), 1):
                 outputs[i] = res
                 progress(done, len(items))
         stats.workers = workers
     except (OSError, BrokenProcessPool):  # no process support here (sandbox, no /dev/shm): one process
         outputs = _serial(items, progress)
+    finally:
+        _FORKED_ITEMS.clear()
     return outputs
 
 
@@ -380,16 +464,25 @@ class _File:
     path: Path
     shown: str
     real: Path
-    data: bytes
+    raw: bytes | None  # None: not read (the cache knew the file by its stat); read on first use of data
     digest: str
     result: FileResult | None = None
     ext: str = ""
     summarize: bool = False  # other files use it: compute its summary whenever it is analyzed
     reported: bool = True  # False: a project module read only for what it exports to the files linted
 
+    @property
+    def data(self) -> bytes:
+        if self.raw is None:
+            try:
+                self.raw = self.path.read_bytes()
+            except OSError:  # gone since it was listed: nothing to read for what it exports
+                self.raw = b""
+        return self.raw
+
 
 _MAX_ROUNDS = 4
-_NO_EXTERNALS = hashlib.blake2b(b"{}", digest_size=16).hexdigest()
+_NO_EXTERNALS = blake2b(b"{}", digest_size=16).hexdigest()
 
 
 class _Tree:
@@ -487,9 +580,7 @@ def _options(settings: Settings, f: _File, externals: dict[str, dict] | None = N
 def _ext_hash(externals: dict[str, dict]) -> str:
     if not externals:
         return _NO_EXTERNALS
-    return hashlib.blake2b(
-        json.dumps(externals, sort_keys=True, default=str).encode(), digest_size=16
-    ).hexdigest()
+    return blake2b(json.dumps(externals, sort_keys=True, default=str).encode(), digest_size=16).hexdigest()
 
 
 def _lint_paths(
@@ -500,35 +591,52 @@ def _lint_paths(
     progress: Callable[[int, int], None],
     stdin: tuple[Path, bytes] | None = None,
 ) -> RunResult:
-    files = discover(paths, settings)
+    files = _discover(paths, settings)
     if stdin is not None:
         stdin_real = stdin[0].resolve()
-        files = [f for f in files if f.resolve() != stdin_real]
+        files = [(f, real) for f, real in files if real != stdin_real]
         if not (settings.force_exclude and is_excluded(stdin[0], settings)):
-            files.append(stdin[0])
+            files.append((stdin[0], stdin_real))
     result = RunResult()
     result.stats.files_checked = len(files)
     cache = Cache(settings.root, settings) if use_cache else None
     per_file: dict[str, list[Finding]] = {}
     tree_files: list[_File] = []
     todo: list[_File] = []
-    for f in files:
-        shown = display_path(f)
+    cwd = Path.cwd().resolve()
+    for f, real in files:
+        shown = display_path(f, real, cwd)
+        from_stdin = stdin is not None and f is stdin[0]
+        data: bytes | None = None
+        digest = ""
         try:
-            data = stdin[1] if stdin is not None and f is stdin[0] else f.read_bytes()
+            if from_stdin:
+                data = stdin[1]
+            elif cache is not None:
+                st = os.stat(real)
+                digest = cache.digest_by_stat(str(real), st) or ""
+                if not digest:
+                    data = real.read_bytes()
+            else:
+                data = real.read_bytes()
         except OSError as exc:
             from upsertsink.lint.checker import _parse_error
 
             per_file[shown] = [_parse_error(shown, 1, 1, f"cannot read the file: {exc.strerror}")]
             continue
-        digest = hashlib.blake2b(data, digest_size=20).hexdigest() if cache is not None else ""
-        item = _File(f, shown, f.resolve(), data, digest)
+        if cache is not None and not digest:
+            assert data is not None
+            digest = blake2b(data, digest_size=20).hexdigest()
+            if not from_stdin:
+                cache.note_stat(str(real), st, digest)
+        item = _File(f, shown, real, data, digest)
         tree_files.append(item)
         cached = cache.result(digest, shown) if cache is not None else None
         if cached is not None:
             result.stats.cache_hits += 1
             item.result, item.ext = cached
             continue
+        item.data  # noqa: B018 - read now: the entry is gone (or of another shape), the file is analyzed
         todo.append(item)
     # round 0: every file on its own
     analyzed = _analyze(todo, settings, {}, jobs, progress, result.stats, prefilter=True)
@@ -606,7 +714,6 @@ _IMPORT_LINE = re.compile(
     rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import\b|import[ \t]+([\w.]+))", re.MULTILINE
 )
 _MAX_IMPORT_DEPTH = 4
-_DEFAULT_SPEC = pathspec.GitIgnoreSpec.from_lines(DEFAULT_EXCLUDES)
 
 
 def _module_root(settings: Settings, files: list[Path]) -> Path:
@@ -666,7 +773,7 @@ class _Modules:
                 candidates += [Path(str(p) + ".py"), p / "__init__.py", Path(str(p) + ".ipynb")]
         for cand in candidates:
             rel = _rel(cand, self.root)
-            if rel is None or _DEFAULT_SPEC.match_file(rel) or not cand.is_file():
+            if rel is None or _default_excluded(rel, False) or not cand.is_file():
                 continue
             if cand.suffix in (".py", ".ipynb") and cand.resolve() != importer:
                 return cand.resolve()
@@ -725,7 +832,7 @@ def _load_imported(
                     data = found.read_bytes()
                 except OSError:
                     continue
-                digest = hashlib.blake2b(data, digest_size=20).hexdigest() if cache is not None else ""
+                digest = blake2b(data, digest_size=20).hexdigest() if cache is not None else ""
                 known.add(found)
                 new[found] = _File(found, display_path(found), found, data, digest, reported=False)
         if not new:

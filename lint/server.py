@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-
 from upsertsink.lint.checker import CheckOptions, Finding, check_bytes, main_guard
 from upsertsink.lint.config import ConfigError, Settings, resolve_settings
 from upsertsink.lint.rules import RULES
@@ -200,7 +199,6 @@ def build_server() -> LanguageServer:
     from lsprotocol import types as t
     from pygls.lsp.server import LanguageServer
     from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
-
     from upsertsink.lint import package_version
 
     class UpsertsinkServer(LanguageServer):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _dist_version
 from typing import TYPE_CHECKING, Any
 
 from upsertsink.errors import (
@@ -20,16 +18,11 @@ from upsertsink.errors import (
     UpsertSinkError,
     WriteFailedError,
 )
-from upsertsink.session import spark_session
 
 if TYPE_CHECKING:
     from upsertsink.diffing import DiffResult, diff
+    from upsertsink.session import spark_session
     from upsertsink.sink import UpsertSink, WriteResult
-
-try:
-    __version__ = _dist_version("upsertsink")
-except PackageNotFoundError:  # imported from a source tree that was never installed
-    __version__ = "0+unknown"
 
 __all__ = [
     "BatchIdBehindMarkerError",
@@ -57,12 +50,30 @@ _LAZY = {
     "WriteResult": "upsertsink.sink",
     "diff": "upsertsink.diffing",
     "DiffResult": "upsertsink.diffing",
+    "spark_session": "upsertsink.session",
 }
+_VERSION: list[str] = []
+
+
+def _package_version() -> str:
+    """The installed distribution's version, read once: importlib.metadata costs ~20 ms to import, which
+    `upsertsink lint` (whose start-up counts) does not pay unless it is asked for a version."""
+    if not _VERSION:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            _VERSION.append(version("upsertsink"))
+        except PackageNotFoundError:  # imported from a source tree that was never installed
+            _VERSION.append("0+unknown")
+    return _VERSION[0]
 
 
 def __getattr__(name: str) -> Any:
     # The sink and the diff import pandas/pyarrow/deltalake (the extra upsertsink[embedded]); load them on
-    # first use only.
+    # first use only. The session module (threads, logging) and the version are looked up on first use too:
+    # the linter's command line needs neither.
+    if name == "__version__":
+        return _package_version()
     if name in _LAZY:
         import importlib
 

@@ -7,7 +7,6 @@ import importlib.util
 
 import click
 
-from upsertsink import __version__
 from upsertsink.cli_common import ErrorStyleGroup
 
 # name -> "module:attribute" of a click command
@@ -34,8 +33,26 @@ class LazyGroup(ErrorStyleGroup):
         return getattr(importlib.import_module(module), attr)
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    # the version is read from the package metadata only when asked for (importlib.metadata costs ~20 ms)
+    if not value or ctx.resilient_parsing:
+        return
+    import upsertsink
+
+    click.echo(f"upsertsink {upsertsink.__version__}")
+    ctx.exit()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="upsertsink", message="%(prog)s %(version)s")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def main() -> None:
     """Exactly-once-in-effect writes to Delta tables: write, lint, compare."""
 

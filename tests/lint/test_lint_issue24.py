@@ -1,0 +1,164 @@
+"""Issue 24, the parts that hold today: shell and magic lines of Databricks exports skipped like magics
+(lint/notebooks.py), and guards that the fixes still pending (tests/lint/fixtures/issue24) must keep."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from issue24_helpers import FIXTURES, at, brief, lint_fixture, lint_text, text
+from upsertsink.lint.cli import lint_command
+from upsertsink.lint.notebooks import convert_databricks
+
+# ------------------------------------------------------------- shell lines in Databricks exports
+
+
+def test_shell_lines_in_a_databricks_export_are_skipped_like_magics() -> None:
+    # before: ND000 at line 6 ("!pip install"), nothing else in the file checked
+    source = text("shell_lines_export.py")
+    line, col = at(source, "F.monotonically_increasing_id()")
+    assert brief(lint_fixture("shell_lines_export.py")) == [("ND004", "error", line, col, "key", "order_key")]
+
+
+def test_shell_lines_become_no_ops_and_keep_their_line_numbers() -> None:
+    source = text("shell_lines_export.py")
+    conv = convert_databricks(source)
+    raw, out = source.split("\n"), conv.text.split("\n")
+    assert len(out) == len(raw)
+    changed = {i + 1: (a, b) for i, (a, b) in enumerate(zip(raw, out, strict=True)) if a != b}
+    assert changed == {
+        6: ("!pip install -q delta-spark==3.1.0", "pass"),
+        7: ("!ls /dbfs/mnt/landing", "pass"),
+        8: ("files = !ls /dbfs/mnt/landing", "files = None"),
+        10: ('    !echo "nothing landed"', "    pass"),
+    }
+
+
+def test_percent_and_bang_inside_expressions_and_strings_are_left_alone() -> None:
+    source = (
+        "# Databricks notebook source\n"
+        "!pip install -q pyyaml\n"
+        "ratio = (total\n"
+        "         %width)\n"
+        "same = (a\n"
+        "        != b)\n"
+        'query = """\n'
+        "%s\n"
+        "!important\n"
+        '"""\n'
+    )
+    conv = convert_databricks(source)
+    out = conv.text.split("\n")
+    assert out[1] == "pass"
+    assert out[2:] == source.split("\n")[2:]
+    assert lint_text("nb.py", source) == []
+
+
+def test_a_real_syntax_error_next_to_shell_lines_is_still_reported() -> None:
+    source = "# Databricks notebook source\n!pip install -q pyyaml\n\n# COMMAND ----------\n\ndef broken(:\n    pass\n"
+    [finding] = lint_text("nb.py", source)
+    assert (finding.rule, finding.line) == ("ND000", 6)
+
+
+def test_cells_with_a_magic_written_without_the_magic_prefix() -> None:
+    source = (
+        "# Databricks notebook source\n"
+        "%sh\n"
+        "ls -la /dbfs/tmp\n"
+        'echo "done" )))\n'
+        "\n"
+        "# COMMAND ----------\n"
+        "\n"
+        "%sql\n"
+        "CREATE OR REPLACE TABLE dw.daily AS\n"
+        "SELECT to_date(ts) AS day, now() AS computed_on FROM dw.clicks\n"
+        "\n"
+        "# COMMAND ----------\n"
+        "\n"
+        "%run ./setup\n"
+    )
+    conv = convert_databricks(source)
+    assert conv.text.split("\n")[1:4] == ["", "", ""]
+    assert conv.runs == ["./setup"]
+    line, col = at(source, "now()")
+    assert brief(lint_text("nb.py", source)) == [("ND001", "warning", line, col, "column", "computed_on")]
+
+
+def test_magic_lines_of_other_languages_stay_comments() -> None:
+    source = text("shell_lines_export.py")
+    conv = convert_databricks(source)
+    for i, line in enumerate(source.split("\n")):
+        if line.startswith("# MAGIC"):
+            assert conv.text.split("\n")[i] == line
+
+
+def test_a_databricks_export_with_shell_lines_through_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.upsertsink.lint]\n")
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "ingest.py").write_text(text("shell_lines_export.py"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        lint_command, ["nb", "--format", "json", "--no-cache"], catch_exceptions=False
+    )
+    doc = json.loads(result.output)
+    assert [(f["rule"], f["column_name"]) for f in doc["findings"]] == [("ND004", "order_key")]
+    assert result.exit_code == 1
+
+
+# ------------------------------------------------------------- guards the pending fixes must keep
+
+
+def test_an_insert_with_limit_in_a_databricks_sql_cell_is_still_reported() -> None:
+    source = text("quicklook_export.py")
+    line, _col = at(source, "LIMIT 100")
+    got = [(f.rule, f.line) for f in lint_fixture("quicklook_export.py")]
+    assert ("ND008", line) in got
+
+
+def test_display_of_a_limit_is_not_a_written_row_choice() -> None:
+    source = text("evaluate_helper.py")
+    line, _col = at(source, "display(")
+    assert all(f.line != line for f in lint_fixture("evaluate_helper.py"))
+
+
+def test_an_overwrite_in_a_pipeline_table_function_is_not_an_append() -> None:
+    source = text("pipeline_tables.py")
+    line, _col = at(source, 'mode("overwrite")')
+    assert all(f.line != line for f in lint_fixture("pipeline_tables.py"))
+
+
+def test_a_sorted_pandas_head_is_not_a_row_choice() -> None:
+    source = text("pandas_head.py")
+    line, _col = at(source, "sort_values")
+    assert all(f.line != line for f in lint_fixture("pandas_head.py"))
+
+
+def test_every_fixture_is_read() -> None:
+    for path in sorted(FIXTURES.iterdir()):
+        if path.suffix in (".py", ".ipynb"):
+            assert all(f.rule != "ND000" for f in lint_fixture(path.name)), path.name
+
+
+# ------------------------------------------------------------- hidden state: one answer per code
+
+
+def test_row_number_column_over_a_window_ordered_by_the_key_is_clean_in_every_form() -> None:
+    # docs/rules.md ND006: an ordering that includes a merge key cannot tie -> not reported.
+    # Before the staged analysis the bare `rn` form gave ND006 warning column rn (its taint was computed
+    # while collecting, before the UpsertSink's keys were known); `rn.alias("rn")` and `--key id` were clean.
+    source = text("hidden_state_select.py")
+    bare = lint_text("job.py", source)
+    aliased = lint_text("job.py", source.replace('"region", rn)', "\"region\", rn.alias('rn'))"))
+    with_key = lint_text("job.py", source, keys=("id",))
+    assert brief(bare) == brief(aliased) == brief(with_key) == []
+
+
+def test_limit_after_an_ordering_by_a_tie_free_row_number_is_clean_in_every_form() -> None:
+    # Before the staged analysis: ND006 error key id without --key (the limit extractor computed the
+    # ordering's taint while collecting); clean with --key id.
+    source = text("hidden_state_limit.py")
+    assert brief(lint_text("job.py", source)) == brief(lint_text("job.py", source, keys=("id",))) == []
