@@ -25,7 +25,7 @@ from upsertsink.lint.api import (
     STORE_METHODS,
 )
 from upsertsink.lint.catalogue import METHOD_HOOKS, METHOD_SOURCES, ORDER_CODE, SPARK_FUNCTIONS
-from upsertsink.lint.facts import Facts, KeyDecl, RowEffect, Src, Write, strip_qualifier
+from upsertsink.lint.facts import Facts, KeyDecl, RowEffect, Src, Write, strip_qualifier, summary_sources
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.strings import PosText
@@ -169,7 +169,6 @@ class Collector:
     def _external_call(self, call: ast.Call, scope: Scope, ext: tuple[dict, str, str]) -> None:
         """A call of another file's function: the columns it writes are written here, its keys known here."""
         entry, _kind, label = ext
-        line, col, eline, ecol = self.model.span(call)
         callee = self.model.segment(
             call.func
             if not call.args or call.func.__class__ is not ast.Attribute or call.func.attr != "transform"
@@ -177,16 +176,7 @@ class Collector:
             40,
         )
         for column, rows in entry.get("writes", ()):
-            for r in rows:
-                own = Src(
-                    r["rule"],
-                    line,
-                    col,
-                    eline,
-                    ecol,
-                    r["what"],
-                    via=f"`{callee}` ({r.get('path') or label}:{r['line']})",
-                )
+            for own in summary_sources(rows, self.model.span(call), callee, label):
                 self.writes.append(Write(column, scope, None, None, call, own=own, anchor=call))
         history = entry.get("history", ())
         for k in entry.get("keys", ()):

@@ -41,6 +41,15 @@ class Src:
     partition: frozenset[str] | None = None
 
 
+def summary_sources(rows, span: Span, callee: str, label: str) -> list[Src]:
+    """Sources another file's summary carries (``rows``), reported at ``span`` in this file: the use of
+    ``callee``, defined in the file ``label``."""
+    return [
+        Src(r["rule"], *span, r["what"], via=f"`{callee}` ({r.get('path') or label}:{r['line']})")
+        for r in rows
+    ]
+
+
 @dataclass(frozen=True)
 class Reach:
     """What one source reaches: the target it is reported against and the other columns it reaches."""

@@ -266,11 +266,8 @@ class SemanticModel:
         return self.external(self._import_path(node, scope))
 
     def _import_path(self, node: ast.AST, scope: Scope) -> str | None:
-        parts: list[str] = []
-        while type(node) is ast.Attribute:
-            parts.append(node.attr)
-            node = node.value
-        if type(node) is not ast.Name:
+        node, parts = _dotted(node)
+        if node is None:
             return None
         s = self.lookup(node.id, scope)
         if s is None or node.id not in s.imports or node.id in s.assigns:
@@ -279,11 +276,8 @@ class SemanticModel:
 
     def qualname(self, node: ast.AST, scope: Scope) -> str | None:
         """Import-qualified dotted name of a Name/Attribute chain, or None when it is not from an import."""
-        parts: list[str] = []
-        while type(node) is ast.Attribute:
-            parts.append(node.attr)
-            node = node.value
-        if type(node) is not ast.Name:
+        node, parts = _dotted(node)
+        if node is None:
             return None
         s = self.lookup(node.id, scope)
         if s is None:
@@ -450,3 +444,13 @@ def top_function(scope: Scope | None) -> Scope | None:
             return scope
         scope = scope.parent
     return None
+
+
+def _dotted(node: ast.AST) -> tuple[ast.Name | None, list[str]]:
+    """The name a Name/Attribute chain starts from and its attributes, innermost last (``a.b.c``: ``a``,
+    ``["c", "b"]``); None when the chain starts from anything else (a call, a subscript)."""
+    parts: list[str] = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    return (node if type(node) is ast.Name else None), parts

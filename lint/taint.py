@@ -36,7 +36,7 @@ from upsertsink.lint.catalogue import (
     UDF_FACTORIES,
     WINDOW_TIES_CODE,
 )
-from upsertsink.lint.facts import EMPTY, Facts, RowEffect, Src, Write, norm
+from upsertsink.lint.facts import EMPTY, Facts, RowEffect, Src, Write, norm, summary_sources
 from upsertsink.lint.keys import Keys
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
@@ -390,19 +390,7 @@ class Taint:
         entry, kind, _label = ext  # _label: the defining file
         rows = entry.get(key, ()) if kind == "func" else entry.get("sources", ())
         callee = self.model.segment(node.func if type(node) is ast.Call else node, 40)
-        line, col, eline, ecol = self.model.span(node)
-        return frozenset(
-            Src(
-                r["rule"],
-                line,
-                col,
-                eline,
-                ecol,
-                r["what"],
-                via=f"`{callee}` ({r.get('path') or _label}:{r['line']})",
-            )
-            for r in rows
-        )
+        return frozenset(summary_sources(rows, self.model.span(node), callee, _label))
 
     def _local_call_taint(self, name: str, scope: Scope) -> frozenset:
         s = self.model.lookup(name, scope)
