@@ -31,7 +31,7 @@ def findings() -> list[dict]:
 
 def _lint(tree: str, config: Path) -> list[dict]:
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "upsertsink"), "lint", tree, "--format", "json", "--no-cache",
+        [sys.executable, "-m", "upsertsink", "lint", tree, "--format", "json", "--no-cache",
          "--exit-zero", "--config", str(config)],
         cwd=ROOT, capture_output=True, text=True, check=False,
     )
