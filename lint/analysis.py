@@ -30,6 +30,7 @@ from upsertsink.lint.context import Context
 from upsertsink.lint.facts import EMPTY, Facts, Reach, RowEffect, Src, Write, norm
 from upsertsink.lint.keys import Keys
 from upsertsink.lint.model import SemanticModel, top_function
+from upsertsink.lint.tables import Targets
 from upsertsink.lint.taint import Taint
 from upsertsink.lint.values import Values
 
@@ -103,33 +104,44 @@ class ModuleAnalysis:
         ctx = self._analyze()
         facts, keys, taint = ctx.facts, ctx.keys, ctx.taint
         assert isinstance(facts, Facts) and keys is not None and taint is not None
-        keys_n = [norm(k) for k in keys.keys]
-        seq_n = [norm(s) for s in keys.sequence]
-        reach: dict[Src, list[tuple[float, str, str, bool]]] = {}
+        seq_n = {norm(s) for s in keys.sequence}
+        targets = Targets(self.model, self.values, facts)
+        # per source: (rank, target, column, decides rows, table) of everything it reaches
+        reach: dict[Src, list[tuple[float, str, str, bool, str | None]]] = {}
         labels = dict(keys.labels)
+        # per source arriving through column writes: the tables of those writes (None: one goes nowhere known)
+        carried: dict[Src, set[str] | None] = {}
         for col_n, writes in facts.by_column.items():
-            sources = taint.column_taint(col_n)
-            if not sources:
+            if not taint.column_taint(col_n):
                 continue
             name = writes[0].column
-            pattern = None if col_n in keys_n or col_n in seq_n else keys.pattern(col_n)
-            if col_n in keys_n:
-                entry = (0, "key", name, False)
-            elif col_n in seq_n:
-                entry = (1, "sequence", name, False)
-            elif pattern is not None and facts.writes_data:
-                entry = (0.2, "key", name, False)  # after a declared key: that explains more
-                labels.setdefault(col_n, f"key-like column (its name matches key pattern `{pattern}`)")
-            else:
-                entry = (2, "column", name, False)
-            for s in sources:
-                reach.setdefault(s, []).append(entry)
+            for w in writes:  # each write is judged against the keys of the table it goes to
+                tables = targets.tables_of(w.anchor)
+                keyed = col_n in {norm(k) for k in keys.of_tables(tables, targets.keyless)}
+                pattern = None if keyed or col_n in seq_n else keys.pattern(col_n)
+                if keyed:
+                    entry = (0, "key", name, False, keys.table_of_key(name, tables))
+                elif col_n in seq_n:
+                    entry = (1, "sequence", name, False, _one(tables))
+                elif pattern is not None and facts.writes_data:
+                    entry = (0.2, "key", name, False, _one(tables))  # after a declared key: that explains more
+                    labels.setdefault(col_n, f"key-like column (its name matches key pattern `{pattern}`)")
+                else:
+                    entry = (2, "column", name, False, _one(tables))
+                for s in taint.write_taint(w):
+                    reach.setdefault(s, []).append(entry)
+                    known = carried.get(s, set())
+                    carried[s] = None if known is None or not tables else known | tables
         for effect in facts.rows:
+            tables = targets.tables_of(effect.anchor)
             for s in taint.write_taint(effect):
-                reach.setdefault(s, []).append(_row_target(keys, effect, s))
+                via = carried.get(s)
+                if tables and via and not via & tables:
+                    continue  # a column of the same name written to other tables only
+                reach.setdefault(s, []).append(_row_target(keys, tables, effect, s, targets.keyless))
         out: list[Reach] = []
         for s, entries in reach.items():
-            entries.sort()
+            entries.sort(key=lambda e: e[:4])
             best = entries[0]
             others: list[str] = []
             for e in entries[1:]:
@@ -138,7 +150,16 @@ class ModuleAnalysis:
             label = labels.get(norm(best[2]), "merge key") if best[1] == "key" else ""
             history = best[1] == "sequence" and norm(best[2]) in keys.history
             out.append(
-                Reach(s, best[1], best[2], tuple(others), best[3], label or "merge key", history=history)
+                Reach(
+                    s,
+                    best[1],
+                    best[2],
+                    tuple(others),
+                    best[3],
+                    label or "merge key",
+                    history=history,
+                    table=best[4],
+                )
             )
         out.extend(ctx.reported)
         out.sort(key=lambda r: (r.source.line, r.source.col, r.source.rule))
@@ -239,29 +260,39 @@ class ModuleAnalysis:
         return i < len(self._trigger_lines) and self._trigger_lines[i] <= (fn.end_lineno or fn.lineno)
 
 
-def _row_target(keys: Keys, effect: RowEffect, src: Src) -> tuple[float, str, str, bool]:
+def _row_target(
+    keys: Keys, tables: frozenset[str], effect: RowEffect, src: Src, keyless: set[str]
+) -> tuple[float, str, str, bool, str | None]:
+    """What a row choice reaching ``tables`` (empty: not known) decides, judged against those tables' keys."""
     # a row choice ranks just after a direct reach of the same target: the direct one explains more
-    keys_n = {norm(k) for k in keys.keys}
+    table = _one(tables)
+    judged = keys.of_tables(tables, keyless)
+    keys_n = {norm(k) for k in judged}
     if effect.kind == "dedup":
         subset = {norm(c) for c in effect.subset or []}
         if keys_n and keys_n <= subset:
             # one row per written key survives, so the keys are right; which row is order-dependent
-            return (2.5, "column", "*", True)
-        for k in keys.keys:
+            return (2.5, "column", "*", True, table)
+        for k in judged:
             if norm(k) not in subset:
-                return (0.5, "key", k, True)
+                return (0.5, "key", k, True, keys.table_of_key(k, tables) or table)
         for s in keys.sequence:
             if norm(s) not in subset:
-                return (1.5, "sequence", s, True)
-        return (2.5, "column", "*", True)
+                return (1.5, "sequence", s, True, table)
+        return (2.5, "column", "*", True, table)
     if effect.kind == "update":
-        return (2.5, "column", "*", True)  # whether a matched row is updated: its values, not its key
+        return (2.5, "column", "*", True, table)  # whether a matched row is updated: its values, not its key
     partition = src.partition
     if partition is not None and keys_n and keys_n <= partition:
-        return (2.5, "column", "*", True)  # a numbering per key picks a row per key: values, not keys
-    if keys.keys:
-        return (0.5, "key", keys.keys[0], True)
-    return (2.5, "column", "*", True)
+        return (2.5, "column", "*", True, table)  # a numbering per key picks a row per key: values, not keys
+    if judged:
+        return (0.5, "key", judged[0], True, keys.table_of_key(judged[0], tables) or table)
+    return (2.5, "column", "*", True, table)
+
+
+def _one(tables: frozenset[str]) -> str | None:
+    """The table when a fact goes to one table only, else None."""
+    return next(iter(tables)) if len(tables) == 1 else None
 
 
 def _rows(taint: frozenset) -> list[dict]:

@@ -50,6 +50,7 @@ class Finding:
     cell: int | None = None
     file_line: int | None = None
     fix: dict | None = None  # the fix it offers (FixSpec.to_dict()), if any
+    table: str | None = None  # the table the write goes to, as the code names it, when the linter knows it
 
     FIELDS: ClassVar[tuple[str, ...]] = (
         "line",
@@ -64,13 +65,16 @@ class Finding:
         "cell",
         "file_line",
         "fix",
+        "table",
     )
 
     def to_dict(self) -> dict:
         """The JSON output's object: the ten documented fields, plus ``cell`` for notebook findings and
-        ``fix`` (``{"applicability": "safe"|"unsafe", "message": ...}``) for findings that offer one."""
+        ``fix`` (``{"applicability": "safe"|"unsafe", "message": ...}``) for findings that offer one. The table
+        a write goes to is named in the message (the JSON shape is a contract: no other field)."""
         out = asdict(self)
         del out["file_line"]
+        del out["table"]
         if self.cell is None:
             del out["cell"]
         if self.fix is None:
@@ -232,6 +236,7 @@ def check_bytes(
                     reach.target,
                     reach.column,
                     fix=src.fix.to_dict() if src.fix is not None and _rewritable(conv) else None,
+                    table=reach.table,
                 ),
                 conv,
             )

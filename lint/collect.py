@@ -46,6 +46,7 @@ class Collector:
         self.declared: list[KeyDecl] = []
         self.sink_calls: list[tuple[ast.Call, Scope]] = []
         self.merge_conds: list[tuple[ast.AST, Scope]] = []
+        self.merges: list[tuple[ast.Call, Scope]] = []  # the MERGE calls (``.merge(source, condition)``)
         self.seq_conds: list[tuple[ast.AST, Scope]] = []
         self.dbt_keys: list[tuple[ast.Call, Scope]] = []
         self.ext_keys: list[tuple[str, Scope]] = []
@@ -74,14 +75,19 @@ class Collector:
             delete_when = model.kwarg(call, "delete_when")
             if delete_when is not None:
                 self._condition_effect(delete_when, scope)
-        for cond, scope in self.merge_conds:
-            self._condition_effect(cond, scope)
+        for call, scope in self.merges:  # a MERGE's condition decides which keys are inserted or matched
+            cond = call.args[1] if len(call.args) > 1 else model.kwarg(call, *MERGE_CONDITION_KEYWORDS)
+            if cond is not None:
+                self._current = call
+                self._condition_effect(cond, scope)
+        self._current = None
         return Facts(
             writes=tuple(self.writes),
             rows=tuple(self.rows),
             declared=tuple(self.declared),
             sink_calls=tuple(self.sink_calls),
             merge_conds=tuple(self.merge_conds),
+            merges=tuple(self.merges),
             seq_conds=tuple(self.seq_conds),
             dbt_keys=tuple(self.dbt_keys),
             ext_keys=tuple(self.ext_keys),
@@ -372,6 +378,7 @@ class Collector:
             self._row(RowEffect("filter", scope, expr=args[0]))
 
     def _on_merge(self, call: ast.Call, scope: Scope) -> None:
+        self.merges.append((call, scope))
         cond = call.args[1] if len(call.args) > 1 else self.model.kwarg(call, *MERGE_CONDITION_KEYWORDS)
         if cond is not None:
             self.merge_conds.append((cond, scope))

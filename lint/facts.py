@@ -65,6 +65,7 @@ class Reach:
     advice: str = ""  # which of the rule's fix texts applies (write rules)
     # the sequence column is that of an SCD type 2 sink (``scd_type=2``): every version's __START_AT/__END_AT
     history: bool = False
+    table: str | None = None  # the table the reached column or rows are written to, when known
 
     @property
     def severity(self) -> str:
@@ -108,6 +109,7 @@ class KeyDecl:
     scope: Scope | None
     sequence: bool = False
     history: bool = False  # the sequence column of an SCD type 2 sink (every version's __START_AT/__END_AT)
+    table: str | None = None  # the table it is a key of, as the code names it (None: not known)
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class Facts:
     declared: tuple[KeyDecl, ...]  # in the order the code declares them
     sink_calls: tuple[tuple[ast.Call, Scope], ...]
     merge_conds: tuple[tuple[ast.AST, Scope], ...]  # MERGE conditions (keys are read from them)
+    merges: tuple[tuple[ast.Call, Scope], ...]  # the MERGE calls (their target table and source)
     seq_conds: tuple[tuple[ast.AST, Scope], ...]  # whenMatchedUpdate(condition=...): which version wins
     dbt_keys: tuple[tuple[ast.Call, Scope], ...]
     ext_keys: tuple[tuple[str, Scope], ...]  # keys declared by other files' functions called here

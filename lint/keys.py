@@ -9,8 +9,10 @@ import fnmatch
 from upsertsink.lint import chains
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.facts import Facts, KeyDecl, norm, strip_qualifier
+from upsertsink.lint.api import MERGE_CONDITION_KEYWORDS
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
+from upsertsink.lint.tables import merge_target, sink_target
 from upsertsink.lint.values import Values
 
 _ORDER_OPS = (ast.Gt, ast.GtE, ast.Lt, ast.LtE)
@@ -32,6 +34,8 @@ class Keys:
         self.scopes: dict[str, list[Scope]] = {}  # normalized key -> scopes that declared it
         # normalized sequence columns of SCD type 2 sinks, with the scopes that declared them
         self.history: dict[str, list[Scope]] = {}
+        self.by_table: dict[str, set[str]] = {}  # table -> its normalized keys
+        self.untabled: set[str] = {norm(k) for k in keys}  # keys configured or declared for no known table
 
     @classmethod
     def of(
@@ -62,9 +66,30 @@ class Keys:
             if n not in {norm(x) for x in self.sequence}:
                 self.sequence.append(name)
             return
+        if decl.table is not None:
+            self.by_table.setdefault(decl.table, set()).add(n)
+        else:
+            self.untabled.add(n)
         if n not in {norm(x) for x in self.keys}:
             self.keys.append(name)
             self.labels.setdefault(n, decl.label)
+
+    def of_tables(
+        self, tables: frozenset[str], keyless: frozenset[str] | set[str] = frozenset()
+    ) -> list[str]:
+        """The keys a write into ``tables`` is judged against: those tables' keys and the keys of no known
+        table (``keyless`` tables are written without a key); every key of the module when a table's keys
+        are not known (or no table is)."""
+        if not tables or any(t not in self.by_table and t not in keyless for t in tables):
+            return self.keys
+        wanted = set(self.untabled).union(*(self.by_table.get(t, ()) for t in tables))
+        return [k for k in self.keys if norm(k) in wanted]
+
+    def table_of_key(self, column: str, tables: frozenset[str]) -> str | None:
+        """The one table among ``tables`` (all tables with keys, when empty) whose key ``column`` is."""
+        n = norm(column)
+        owners = [t for t in (tables or self.by_table) if n in self.by_table.get(t, ())]
+        return owners[0] if len(owners) == 1 else None
 
     def pattern(self, col_n: str) -> str | None:
         """The configured key-name pattern a column name matches, if any."""
@@ -79,14 +104,21 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
     out: list[KeyDecl] = []
     for call, scope in facts.sink_calls:
         keys_node = model.kwarg(call, "keys") or (call.args[1] if len(call.args) > 1 else None)
+        table = sink_target(model, values, call, scope)
         for k in values.const_strings(keys_node, scope) or []:
-            out.append(KeyDecl(k, "merge key", scope))
+            out.append(KeyDecl(k, "merge key", scope, table=table))
         seq_node = values.sink_option(call, scope, "sequence_by", "sequence")
         history = values.const_int(values.sink_option(call, scope, "scd_type"), scope) == 2
         for s in values.const_strings(seq_node, scope) or []:
             # an SCD type 2 sink's sequence becomes every version's __START_AT/__END_AT
             out.append(KeyDecl(s, "sequence column", scope, sequence=True, history=history))
+    merge_tables = {}  # id(condition) -> the table its MERGE writes
+    for call, scope in facts.merges:
+        cond = call.args[1] if len(call.args) > 1 else model.kwarg(call, *MERGE_CONDITION_KEYWORDS)
+        if cond is not None:
+            merge_tables[id(cond)] = merge_target(model, values, call, scope)
     for cond, scope in facts.merge_conds:
+        table = merge_tables.get(id(cond))
         text = values.str_value(cond, scope)
         cols: list[str] = []
         if text is not None:
@@ -100,7 +132,7 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
                     for names in sides:
                         cols.extend(c for c in names if not c.startswith("<"))
         for c in cols:
-            out.append(KeyDecl(c, "merge key", scope))
+            out.append(KeyDecl(c, "merge key", scope, table=table))
     for cond, scope in facts.seq_conds:  # whenMatchedUpdate(condition="s.v > t.v"): newer wins by v
         text = values.str_value(cond, scope)
         if text is not None:

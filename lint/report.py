@@ -222,6 +222,8 @@ def render_sarif(findings: list[Finding], files_checked: int, root: Path | None 
                 "endColumn": f.end_column,
             }
         props = {"target": f.target, "column_name": f.column_name}
+        if f.table is not None:
+            props["table"] = f.table
         if f.cell is not None:
             props.update({"cell": f.cell, "cell_line": f.line, "cell_column": f.column})
         results.append(

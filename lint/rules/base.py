@@ -187,6 +187,7 @@ class Rule:
         label = reach.key_label if target == "key" else _TARGET_TEXT[target]
         history = getattr(reach, "history", False) and target == "sequence"
         of_sink = " of an `scd_type=2` sink" if history else ""
+        table = getattr(reach, "table", None)
         if reach.rows:
             if column == "*":
                 where = "it decides which rows are written (all columns)"
@@ -194,10 +195,12 @@ class Rule:
                 where = f"it decides which duplicate row survives (sequence column `{column}`{of_sink})"
             else:
                 where = f"it decides which rows are written ({label} `{column}`)"
+            where += f" into table `{table}`" if table else ""
             consequence = _HISTORY_ROWS_CONSEQUENCE if history else _ROWS_CONSEQUENCE[target]
             fix = self.advice("rows")
         else:
             where = f"it reaches {label} `{column}`{of_sink}"
+            where += f" (table `{table}`)" if table else ""
             consequence = _HISTORY_CONSEQUENCE if history else _CONSEQUENCE[target]
             fix = self.advice(target)
         return f"{what} {self.verb}; {where}{also}: {consequence}. Fix: {fix}"

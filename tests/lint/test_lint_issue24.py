@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -162,3 +164,77 @@ def test_limit_after_an_ordering_by_a_tie_free_row_number_is_clean_in_every_form
     # ordering's taint while collecting); clean with --key id.
     source = text("hidden_state_limit.py")
     assert brief(lint_text("job.py", source)) == brief(lint_text("job.py", source, keys=("id",))) == []
+
+
+# ------------------------------------------------------------- 2. keys per target table
+
+
+def _by_source_line(name: str, source: str) -> set[tuple]:
+    lines = source.split("\n")
+    return {
+        (f.rule, f.severity, f.target, f.column_name, lines[f.line - 1].strip())
+        for f in lint_text(name, source, key_patterns=())
+    }
+
+
+@pytest.mark.parametrize(
+    ("combined", "halves"),
+    [
+        ("two_merges.py", ("customers_merge.py", "orders_merge.py")),
+        ("two_merges_window.py", ("latest_orders_merge.py",)),
+    ],
+)
+def test_each_write_is_judged_against_its_own_tables_keys(combined: str, halves: tuple[str, ...]) -> None:
+    # Before keys per table, two_merges.py gave ND007 *error* key order_id (the orders MERGE's key) on the
+    # customers dedup by id; alone, customers_merge.py gives ND007 warning column "*". two_merges_window.py
+    # gave ND006 error key order_id; alone, latest_orders_merge.py gives ND006 warning column rn.
+    want: set[tuple] = set()
+    for half in halves:
+        want |= _by_source_line(half, text(half))
+    assert _by_source_line(combined, text(combined)) == want
+
+
+def test_a_finding_names_the_table_its_write_goes_to() -> None:
+    # Before: "it decides which rows are written (merge key `order_id`)", the other MERGE's key and no table.
+    [finding] = lint_fixture("two_merges.py", key_patterns=())
+    assert (finding.rule, finding.severity, finding.target, finding.column_name) == (
+        "ND007",
+        "warning",
+        "column",
+        "*",
+    )
+    assert "it decides which rows are written (all columns) into table `/mnt/dw/customers`" in finding.message
+
+
+def test_key_findings_name_the_table_whose_key_it_is() -> None:
+    source = """
+        from delta.tables import DeltaTable
+        import pyspark.sql.functions as F
+
+        orders = spark.table("raw.orders").withColumn("order_id", F.expr("uuid()"))
+        (DeltaTable.forPath(spark, "/mnt/dw/orders").alias("t")
+            .merge(orders.alias("s"), "t.order_id = s.order_id").whenNotMatchedInsertAll().execute())
+        events = spark.table("raw.events").withColumn("order_id", F.expr("uuid()"))
+        events.write.mode("overwrite").saveAsTable("audit.events")
+    """
+    findings = lint_text("job.py", textwrap.dedent(source), key_patterns=())
+    assert [(f.line, f.severity, f.target, f.column_name) for f in findings] == [
+        (5, "error", "key", "order_id"),
+        (8, "warning", "column", "order_id"),  # written to audit.events, a table without that key
+    ]
+    assert "it reaches merge key `order_id` (table `/mnt/dw/orders`)" in findings[0].message
+
+
+def test_the_json_output_names_the_table_in_the_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.upsertsink.lint]\nkey-patterns = []\n")
+    shutil.copy(FIXTURES / "two_merges.py", tmp_path / "two_merges.py")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(lint_command, [".", "--format", "json", "--no-cache"], catch_exceptions=False)
+    doc = json.loads(result.output)
+    assert [(f["rule"], f["severity"], f["column_name"]) for f in doc["findings"]] == [
+        ("ND007", "warning", "*")
+    ]
+    assert "`/mnt/dw/customers`" in doc["findings"][0]["message"]
+    assert "table" not in doc["findings"][0]  # the JSON shape stays the documented one

@@ -1,0 +1,160 @@
+"""Target tables: which table each write of the module goes to, and which DataFrames flow into it.
+
+A key is a key of the table a write goes to. The tables written with keys are the MERGEs
+(``DeltaTable.forPath(spark, path).merge(source, condition)``, delta-rs ``DeltaTable(path).merge(...)``) and
+the sinks (``UpsertSink(target, keys).write(df)``, ``UpsertSink.for_table(name, keys)``). From each one's
+source DataFrame the DataFrame calls it is built from are followed backwards (method chains, every binding
+of a name, the arguments of joins and unions, what a local function returns); a column write or row choice
+made by one of those calls goes to that table. A fact no table is found for is judged against every key of
+the module, as before tables were told apart.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from upsertsink.lint import chains
+from upsertsink.lint.api import WRITE_ATTRS
+from upsertsink.lint.facts import Facts
+from upsertsink.lint.model import SemanticModel
+from upsertsink.lint.scopes import Scope
+from upsertsink.lint.values import Values
+
+_DELTA_OPENERS = {"forPath": 1, "forName": 1}  # DeltaTable.forPath(spark, path): the path's position
+# Writer methods that store a DataFrame into a table or path without a key: df.write...saveAsTable("t")
+_KEYLESS_WRITES = {
+    "saveAsTable": ("name",),
+    "insertInto": ("tableName",),
+    "toTable": ("tableName",),
+    "save": ("path",),
+}
+_BUDGET = 5_000  # nodes one backward walk visits at most
+
+
+def merge_target(model: SemanticModel, values: Values, call: ast.Call, scope: Scope) -> str | None:
+    """The table a ``.merge(...)`` call writes: the path or name its DeltaTable was opened with."""
+    if type(call.func) is not ast.Attribute:
+        return None
+    for step, where in chains.down_chain(model, call.func.value, scope):
+        if type(step) is not ast.Call:
+            continue
+        func = step.func
+        if type(func) is ast.Attribute and func.attr in _DELTA_OPENERS:
+            position = _DELTA_OPENERS[func.attr]
+            arg = step.args[position] if len(step.args) > position else None
+            return _name(values, arg, where)
+        if type(func) is ast.Name and func.id == "DeltaTable":  # delta-rs: DeltaTable(path)
+            return _name(values, step.args[0] if step.args else model.kwarg(step, "table_uri"), where)
+    return None
+
+
+def sink_target(model: SemanticModel, values: Values, call: ast.Call, scope: Scope) -> str | None:
+    """The table an ``UpsertSink(target, ...)`` / ``UpsertSink.for_table(name, ...)`` writes."""
+    arg = call.args[0] if call.args else model.kwarg(call, "target", "name", "table")
+    return _name(values, arg, scope)
+
+
+def _name(values: Values, node: ast.AST | None, scope: Scope) -> str | None:
+    names = values.const_strings(node, scope) if node is not None else None
+    return names[0] if names else None
+
+
+class Targets:
+    """Which tables the DataFrame calls of a module flow into."""
+
+    def __init__(self, model: SemanticModel, values: Values, facts: Facts) -> None:
+        self.model = model
+        self._flows: dict[int, set[str]] = {}  # id(DataFrame call) -> tables it flows into
+        self.keyless: set[str] = set()  # tables written by a writer that takes no key (saveAsTable...)
+        for call, scope in facts.merges:
+            table = merge_target(model, values, call, scope)
+            source = call.args[0] if call.args else model.kwarg(call, "source")
+            if table is None:
+                continue
+            if source is not None:
+                self._follow(source, scope, table)
+            clause: ast.Call | None = call  # the MERGE and its clauses write the table too
+            while clause is not None:
+                self._flows.setdefault(id(clause), set()).add(table)
+                clause = model.chain_parent.get(id(clause))
+        for call, scope in facts.sink_calls:
+            table = sink_target(model, values, call, scope)
+            if table is None:
+                continue
+            for source, where in self._sink_sources(call):
+                self._follow(source, where, table)
+        for call, scope in model.calls:
+            func = call.func
+            if type(func) is ast.Attribute and func.attr in _KEYLESS_WRITES:
+                written = self._writer_source(func.value)
+                arg = call.args[0] if call.args else model.kwarg(call, *_KEYLESS_WRITES[func.attr])
+                table = _name(values, arg, scope)
+                if written is not None and table is not None:
+                    self.keyless.add(table)
+                    self._follow(written, scope, table)
+
+    def tables_of(self, anchor: ast.AST | None) -> frozenset[str]:
+        """The tables the DataFrame made by ``anchor`` is written to (empty: not known)."""
+        if anchor is None:
+            return frozenset()
+        return frozenset(self._flows.get(id(anchor), ()))
+
+    @staticmethod
+    def _writer_source(node: ast.AST) -> ast.AST | None:
+        """The DataFrame of a writer chain ``df.write.format(...).mode(...)``: what ``.write`` is read from."""
+        for _ in range(30):
+            if type(node) is ast.Attribute:
+                if node.attr in WRITE_ATTRS:
+                    return node.value
+                node = node.value
+            elif type(node) is ast.Call:
+                node = node.func
+            else:
+                return None
+        return None
+
+    def _sink_sources(self, sink: ast.Call) -> list[tuple[ast.AST, Scope]]:
+        """The DataFrames given to the sink's ``write(df, ...)``: on the sink itself or a name bound to it."""
+        out: list[tuple[ast.AST, Scope]] = []
+        for call, scope in self.model.calls:
+            func = call.func
+            if type(func) is not ast.Attribute or func.attr != "write" or not call.args:
+                continue
+            receiver = func.value
+            if type(receiver) is ast.Name:
+                bound = self.model.single_value(receiver, scope)
+                receiver = bound[0] if bound is not None else receiver
+            if receiver is sink:
+                out.append((call.args[0], scope))
+        return out
+
+    def _follow(self, node: ast.AST, scope: Scope, table: str) -> None:
+        """Mark every DataFrame call ``node`` is built from as flowing into ``table``."""
+        model = self.model
+        stack: list[tuple[ast.AST, Scope]] = [(node, scope)]
+        seen: set[int] = set()
+        while stack and len(seen) < _BUDGET:
+            node, scope = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            t = type(node)
+            if t is ast.Call:
+                self._flows.setdefault(id(node), set()).add(table)
+                func = node.func
+                if type(func) is ast.Attribute:
+                    stack.append((func.value, scope))
+                else:
+                    returned = model.returned(node, scope)
+                    if returned is not None:
+                        stack.append(returned)
+                stack.extend((a, scope) for a in node.args)
+                stack.extend((kw.value, scope) for kw in node.keywords)
+            elif t is ast.Attribute or t is ast.Subscript or t is ast.Starred:
+                stack.append((node.value, scope))
+            elif t is ast.Name:
+                owner = model.lookup(node.id, scope)
+                if owner is not None:
+                    stack.extend((v, owner) for v in owner.assigns.get(node.id, ()) if v is not None)
+            elif t is ast.List or t is ast.Tuple:
+                stack.extend((e, scope) for e in node.elts)
