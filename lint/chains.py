@@ -79,16 +79,21 @@ def ordering(model: SemanticModel, node: ast.AST, scope: Scope) -> tuple[ast.Cal
 
 def after_write(node: ast.AST) -> bool:
     """Is ``node`` a ``df.write...`` / ``df.writeStream...`` / ``df.writeTo(...)`` chain?"""
+    return writer_source(node) is not None
+
+
+def writer_source(node: ast.AST) -> ast.AST | None:
+    """The DataFrame of a writer chain ``df.write.format(...).mode(...)``: what ``.write`` is read from."""
     for _ in range(30):
         if type(node) is ast.Attribute:
             if node.attr in WRITE_ATTRS:
-                return True
+                return node.value
             node = node.value
         elif type(node) is ast.Call:
             node = node.func
         else:
-            return False
-    return False
+            return None
+    return None
 
 
 class Uses:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 
 from upsertsink.lint import chains
-from upsertsink.lint.api import WRITE_ATTRS
 from upsertsink.lint.facts import Facts
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
@@ -86,7 +85,7 @@ class Targets:
         for call, scope in model.calls:
             func = call.func
             if type(func) is ast.Attribute and func.attr in _KEYLESS_WRITES:
-                written = self._writer_source(func.value)
+                written = chains.writer_source(func.value)
                 arg = call.args[0] if call.args else model.kwarg(call, *_KEYLESS_WRITES[func.attr])
                 table = _name(values, arg, scope)
                 if written is not None and table is not None:
@@ -98,20 +97,6 @@ class Targets:
         if anchor is None:
             return frozenset()
         return frozenset(self._flows.get(id(anchor), ()))
-
-    @staticmethod
-    def _writer_source(node: ast.AST) -> ast.AST | None:
-        """The DataFrame of a writer chain ``df.write.format(...).mode(...)``: what ``.write`` is read from."""
-        for _ in range(30):
-            if type(node) is ast.Attribute:
-                if node.attr in WRITE_ATTRS:
-                    return node.value
-                node = node.value
-            elif type(node) is ast.Call:
-                node = node.func
-            else:
-                return None
-        return None
 
     def _sink_sources(self, sink: ast.Call) -> list[tuple[ast.AST, Scope]]:
         """The DataFrames given to the sink's ``write(df, ...)``: on the sink itself or a name bound to it."""
