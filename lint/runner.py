@@ -390,7 +390,13 @@ def _work(item: tuple[str, bytes, CheckOptions, bool]) -> FileResult:
         gc.collect(0)
 
 
-_FORKED_ITEMS: list = []  # the work of a pool forked from this process, inherited instead of pickled
+_FORKED_ITEMS: list = []  # in a forked worker: the pool's work, inherited from the parent instead of pickled
+
+
+def _inherit(items: list) -> None:
+    # a pool's initializer: with the fork start method its arguments reach the worker through the fork itself
+    # (never pickled), and each pool gets its own list even when several runs share the parent process
+    _FORKED_ITEMS[:] = items
 
 
 def _work_forked(index: int) -> FileResult:
@@ -424,20 +430,17 @@ def _run_items(
     forked = sys.platform.startswith("linux")
     ctx = multiprocessing.get_context("fork") if forked else None
     if forked:  # forked workers find the items in their copy of this process' memory: only indices are sent
-        _FORKED_ITEMS[:] = items
-        fn, args = _work_forked, order
+        fn, args, init = _work_forked, order, {"initializer": _inherit, "initargs": (items,)}
     else:
-        fn, args = _work, [items[i] for i in order]
+        fn, args, init = _work, [items[i] for i in order], {}
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, **init) as pool:
             for done, (i, res) in enumerate(zip(order, pool.map(fn, args, chunksize=2), strict=True), 1):
                 outputs[i] = res
                 progress(done, len(items))
         stats.workers = workers
     except (OSError, BrokenProcessPool):  # no process support here (sandbox, no /dev/shm): one process
         outputs = _serial(items, progress)
-    finally:
-        _FORKED_ITEMS.clear()
     return outputs
 
 
