@@ -6,11 +6,8 @@ become one ND000 finding for the file.
 
 from __future__ import annotations
 
-import ast
 import io
 import sys
-import tokenize
-import warnings
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
@@ -21,9 +18,9 @@ if TYPE_CHECKING:
     from upsertsink.lint.notebooks import Converted
     from upsertsink.lint.rules.base import FixSpec
 
-# The analysis, the rules and the notebook readers (~60 ms of imports together) load on the first file that
-# is checked (check_bytes), not with this module: a run served from the cache, or one that only reports,
-# needs Finding and FileResult and nothing else.
+# The analysis, the rules, the notebook readers, ast and tokenize load on the first file that is checked
+# (check_bytes), not with this module: a run served from the cache, or one that only reports, needs Finding
+# and FileResult and nothing else.
 
 FILE_NOQA = b"upsertsink: noqa"
 
@@ -129,6 +126,8 @@ class FileResult:
 
 def decode(data: bytes) -> str:
     """Decode Python source bytes the way the interpreter does (coding cookie, BOM, default UTF-8)."""
+    import tokenize
+
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
     text = text.removeprefix("\ufeff")
@@ -145,6 +144,9 @@ def check_bytes(
 ) -> FileResult:
     """Check the contents of one file (a module, a Jupyter notebook or a Databricks source export).
     ``path`` labels the findings and tells a notebook (``.ipynb``) from Python source."""
+    import ast
+    import warnings
+
     from upsertsink.lint.analysis import ModuleAnalysis
     from upsertsink.lint.catalogue import has_trigger
     from upsertsink.lint.notebooks import (
@@ -296,6 +298,8 @@ def _covers(line: str, rule: str) -> bool:
 def noqa_line_map(text: str) -> dict[int, int]:
     """Lines where a comment cannot go (they end inside a multi-line string, or with a backslash
     continuation), mapped to the line where one can: the end of that string or continuation."""
+    import tokenize
+
     out: dict[int, int] = {}
     lines = text.splitlines()
     try:

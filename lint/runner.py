@@ -86,6 +86,7 @@ class Stats:
     prefiltered: int = 0
     workers: int = 1
     modules_read: int = 0  # project modules outside the linted files, read for the values they export
+    unread: int = 0  # cache hits known by their stat (modification time and size): not even read
 
 
 @dataclass
@@ -194,12 +195,15 @@ def _discover(paths: list[Path], settings: Settings) -> list[tuple[Path, Path]]:
                         return True
                 return False
 
-            dirnames[:] = sorted(n for n in dirnames if not ignored(d / n, True))
+            if specs or use_exclude:
+                dirnames[:] = sorted(n for n in dirnames if not ignored(d / n, True))
+            else:  # only the built-in folder excludes apply: by name, and never to a file (see _default_excluded)
+                dirnames[:] = sorted(n for n in dirnames if not _default_excluded(n, True))
             for name in sorted(filenames):
                 if not (name.endswith((".py", ".pyi", ".ipynb"))):
                     continue
                 p = d / name
-                if ignored(p, False):
+                if (specs or use_exclude) and ignored(p, False):
                     continue
                 full = os.path.join(dirpath, name)
                 rp = Path(os.path.realpath(full) if os.path.islink(full) else os.path.join(real_dir, name))
@@ -228,8 +232,15 @@ def is_excluded(path: Path, settings: Settings) -> bool:
 def display_path(path: Path, real: Path | None = None, cwd: Path | None = None) -> str:
     """Path as shown in findings: relative to the current folder when below it, forward slashes. ``real``
     (the path resolved) and ``cwd`` (the current folder resolved) save resolving them again."""
+    real = real or path.resolve()
+    cwd = cwd or Path.cwd().resolve()
+    if os.sep == "/":  # the same as relative_to below, without building Path objects
+        here, there = str(cwd), str(real)
+        if there.startswith(here.rstrip("/") + "/"):
+            return there[len(here.rstrip("/")) + 1 :]
+        return path.as_posix() if there != here else "."
     try:
-        return (real or path.resolve()).relative_to(cwd or Path.cwd().resolve()).as_posix()
+        return real.relative_to(cwd).as_posix()
     except ValueError:
         return path.as_posix()
 
@@ -379,7 +390,13 @@ def _work(item: tuple[str, bytes, CheckOptions, bool]) -> FileResult:
         gc.collect(0)
 
 
-_FORKED_ITEMS: list = []  # the work of a pool forked from this process, inherited instead of pickled
+_FORKED_ITEMS: list = []  # in a forked worker: the pool's work, inherited from the parent instead of pickled
+
+
+def _inherit(items: list) -> None:
+    # a pool's initializer: with the fork start method its arguments reach the worker through the fork itself
+    # (never pickled), and each pool gets its own list even when several runs share the parent process
+    _FORKED_ITEMS[:] = items
 
 
 def _work_forked(index: int) -> FileResult:
@@ -413,20 +430,17 @@ def _run_items(
     forked = sys.platform.startswith("linux")
     ctx = multiprocessing.get_context("fork") if forked else None
     if forked:  # forked workers find the items in their copy of this process' memory: only indices are sent
-        _FORKED_ITEMS[:] = items
-        fn, args = _work_forked, order
+        fn, args, init = _work_forked, order, {"initializer": _inherit, "initargs": (items,)}
     else:
-        fn, args = _work, [items[i] for i in order]
+        fn, args, init = _work, [items[i] for i in order], {}
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, **init) as pool:
             for done, (i, res) in enumerate(zip(order, pool.map(fn, args, chunksize=2), strict=True), 1):
                 outputs[i] = res
                 progress(done, len(items))
         stats.workers = workers
     except (OSError, BrokenProcessPool):  # no process support here (sandbox, no /dev/shm): one process
         outputs = _serial(items, progress)
-    finally:
-        _FORKED_ITEMS.clear()
     return outputs
 
 
@@ -490,6 +504,9 @@ class _Tree:
 
     def __init__(self, files: list[_File]) -> None:
         self.by_real = {f.real: f for f in files}
+        self._by_str = {
+            str(real): f for real, f in self.by_real.items()
+        }  # module lookups use strings: cheaper
         self._resolved: dict[tuple[Path, str], _File | None] = {}
         self.names: set[str] = set()
         for f in files:
@@ -526,17 +543,21 @@ class _Tree:
         parts = mod.split(".") if mod else []
         if parts and parts[0] not in self.names:
             return None
+        parts = [p for p in parts if p]  # as Path.joinpath does
+        folder = str(importer.real.parent)
         if level:
-            base = importer.real.parent
             for _ in range(level - 1):
-                base = base.parent
-            folders = [base]
+                folder = os.path.dirname(folder)
+            folders = [folder]
         else:
-            folders = [importer.real.parent, *importer.real.parent.parents]
+            folders = [folder]
+            while os.path.dirname(folder) != folder:
+                folder = os.path.dirname(folder)
+                folders.append(folder)
         for folder in folders:
-            p = folder.joinpath(*parts)
-            for cand in (Path(str(p) + ".py"), p / "__init__.py", Path(str(p) + ".ipynb")):
-                found = self.by_real.get(cand)
+            p = os.path.join(folder, *parts)
+            for cand in (p + ".py", os.path.join(p, "__init__.py"), p + ".ipynb"):
+                found = self._by_str.get(cand)
                 if found is not None and found is not importer:
                     return found
         return None
@@ -634,6 +655,7 @@ def _lint_paths(
         cached = cache.result(digest, shown) if cache is not None else None
         if cached is not None:
             result.stats.cache_hits += 1
+            result.stats.unread += item.raw is None
             item.result, item.ext = cached
             continue
         item.data  # noqa: B018 - read now: the entry is gone (or of another shape), the file is analyzed

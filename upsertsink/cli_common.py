@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -18,8 +17,6 @@ from typing import Any, NoReturn, Self, TypeVar
 import click
 
 from upsertsink.errors import UpsertSinkError, cli_option_names
-
-log = logging.getLogger(__name__)
 
 EXIT_ERROR = 2
 T = TypeVar("T")
@@ -52,7 +49,9 @@ def run(work: Callable[[], T]) -> T:
     except (KeyboardInterrupt, SystemExit, click.exceptions.Exit, click.ClickException):
         raise
     except Exception as exc:  # every failure is one line on stderr and exit code 2
-        log.debug("command failed", exc_info=True)
+        import logging  # here, not at the top: `upsertsink lint`'s start-up does not pay for it
+
+        logging.getLogger(__name__).debug("command failed", exc_info=True)
         fail(error_line(exc))
 
 
@@ -192,8 +191,10 @@ def table_location(spark: Any, name: str, version: int | None = None) -> str:
         except Exception:  # noqa: BLE001 - only a hint: a session that cannot say has none
             in_memory = False
         if in_memory:
-            hint = (f" (this Spark session's catalog is in memory and empty in a new process: point the session "
-                    f"at your metastore, see {_METASTORE_DOCS})")
+            hint = (
+                f" (this Spark session's catalog is in memory and empty in a new process: point the session "
+                f"at your metastore, see {_METASTORE_DOCS})"
+            )
         raise InvalidInputError(f"table {name} does not exist in Spark's catalog{hint}")
     return found if version is None else f"{found}@{version}"
 
