@@ -211,6 +211,36 @@ SPARK_FUNCTION_MODULES = (
 )
 
 
+# Declarative pipelines: Databricks' ``dlt`` (Delta Live Tables) and Spark's ``pyspark.pipelines`` (Lakeflow's
+# ``from pyspark import pipelines as dp``). Their names are recognized by import-qualified name only.
+PIPELINE_MODULES = frozenset({"dlt", "pyspark.pipelines"})
+# CDC flows, which upsert a source's rows into a streaming table by key, the newest by sequence winning:
+# function -> its parameters in positional order (the snapshot flows take no ``sequence_by``).
+PIPELINE_CDC_FLOWS: dict[str, tuple[str, ...]] = {
+    "apply_changes": ("target", "source", "keys", "sequence_by"),
+    "create_auto_cdc_flow": ("target", "source", "keys", "sequence_by"),
+    "apply_changes_from_snapshot": ("target", "source", "keys"),
+    "create_auto_cdc_from_snapshot_flow": ("target", "source", "keys"),
+}
+# Keywords of a CDC flow whose condition decides which rows are deleted (or the table truncated).
+PIPELINE_CDC_CONDITIONS = ("apply_as_deletes", "apply_as_truncates")
+# Decorators that make a function a query function of the pipeline: the pipeline calls it again on every
+# update. Those that define a stored dataset (its returned DataFrame is written to a table) are ``STORED``.
+PIPELINE_QUERY_DECORATORS = frozenset({"table", "materialized_view", "append_flow", "view", "temporary_view"})
+PIPELINE_STORED = frozenset({"table", "materialized_view", "append_flow"})
+# Words that make the pre-filter analyze a file declaring a CDC flow's keys and sequence.
+PIPELINE_TRIGGER_WORDS = frozenset({"apply_changes", "auto_cdc", "sequence_by"})
+
+
+def pipeline_name(q: str | None) -> str | None:
+    """The function name of an import-qualified name of a pipeline module (``dlt.apply_changes`` ->
+    ``apply_changes``), else None."""
+    if q is None or "." not in q:
+        return None
+    mod, name = q.rsplit(".", 1)
+    return name if mod in PIPELINE_MODULES else None
+
+
 def is_library(module: str) -> bool:
     """Is ``module`` a library (never a file of the linted tree whose summary could be read)?"""
     return module.startswith(LIBRARY_PREFIXES) or module.split(".", 1)[0] in STDLIB

@@ -8,6 +8,7 @@ Public and stable for the rest of upsertsink: :func:`nondeterministic_sql_functi
 
 from __future__ import annotations
 
+from upsertsink.lint.api import PIPELINE_TRIGGER_WORDS
 from upsertsink.lint.rules import ALL_RULES
 
 # The module prefixes under which pyspark exposes its column functions.
@@ -136,7 +137,8 @@ def nondeterministic_sql_calls(expression: str) -> list[str]:
 # The trigger words of the pre-filter (matched case-insensitively on the raw bytes): a file containing none
 # of them cannot produce a finding (other than a parse error, which Python itself reports) and is never
 # analyzed. Every source has to be named in the file: an import names the function, SQL text names it too;
-# SQL read from a ``.sql`` file is named by its file name.
+# SQL read from a ``.sql`` file is named by its file name. A declarative pipeline's CDC flow declares keys and
+# a sequence (``apply_changes``, ``create_auto_cdc_flow``, ``sequence_by``): its file is analyzed too.
 TRIGGER_WORDS: frozenset[str] = frozenset(
     set(SPARK_FUNCTIONS)
     | SPARK_RANKING
@@ -144,6 +146,7 @@ TRIGGER_WORDS: frozenset[str] = frozenset(
     | {name.rsplit(".", 1)[1] for name in (*PYTHON_CALLS, *PYTHON_CALLS_NO_ARGS, *PYTHON_CALLS_ONE_ARG)}
     | _union("trigger_words")
     | set(METHOD_SOURCES)
+    | PIPELINE_TRIGGER_WORDS
     | {".sql"}
 )
 # Checked as plain substrings of the lower-cased bytes (memchr-speed), the most frequent words first so a

@@ -21,8 +21,12 @@ from upsertsink.lint.api import (
     MERGE_CONDITION_KEYWORDS,
     MERGE_MAPS,
     NAME_ARG_FUNCTIONS,
+    PIPELINE_CDC_CONDITIONS,
+    PIPELINE_CDC_FLOWS,
+    PIPELINE_STORED,
     ROW_METHODS,
     STORE_METHODS,
+    pipeline_name,
 )
 from upsertsink.lint.catalogue import METHOD_HOOKS, METHOD_SOURCES, ORDER_CODE, SPARK_FUNCTIONS
 from upsertsink.lint.facts import Facts, KeyDecl, RowEffect, Src, Write, strip_qualifier, summary_sources
@@ -64,6 +68,10 @@ class Collector:
         model = self.model
         for call, scope in model.calls:
             self._process_call(call, scope, ctx)
+        for fscope in model.decorated:
+            found = model.pipeline_decorator(fscope)
+            if found is not None and found[0] in PIPELINE_STORED:
+                self.writes_data = True  # a pipeline table's query function: its DataFrame is the table
         for target, value, scope in model.sub_writes:
             sl = target.slice
             if type(sl) is ast.Tuple and sl.elts:  # pdf.loc[:, "col"] = ...
@@ -138,6 +146,10 @@ class Collector:
     def _process_call(self, call: ast.Call, scope: Scope, ctx: Context) -> None:
         self._current = call
         func = call.func
+        called = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
+        if called in PIPELINE_CDC_FLOWS and pipeline_name(self.model.qualname(func, scope)) == called:
+            self._pipeline_flow(call, scope, PIPELINE_CDC_FLOWS[called])  # dlt.apply_changes(...)
+            return
         if type(func) is ast.Name:
             if func.id == "UpsertSink" or (self.model.qualname(func, scope) or "").endswith(".UpsertSink"):
                 self.sink_calls.append((call, scope))
@@ -297,6 +309,95 @@ class Collector:
         ):
             self.sink_calls.append((call, scope))
             self.writes_data = True
+
+    # ---- declarative pipelines
+    def _pipeline_flow(self, call: ast.Call, scope: Scope, params: tuple[str, ...]) -> None:
+        """A declarative pipeline's CDC flow (``dlt.apply_changes``, ``dp.create_auto_cdc_flow``, the snapshot
+        flows; ``params``: its parameters in positional order): it upserts its source's rows into ``target``
+        by ``keys``, the newest by ``sequence_by`` winning. A ``sequence_by`` that is not a column
+        (``F.current_timestamp()``, ``"a + b"``) is a sequence of its own: a column named after the
+        expression, written here. The source view's columns reach the keys and the sequence by name."""
+        self.writes_data = True
+
+        def arg(param: str) -> ast.AST | None:
+            node = self.model.kwarg(call, param)
+            i = params.index(param)
+            if (
+                node is None
+                and i < len(call.args)
+                and not any(type(a) is ast.Starred for a in call.args[: i + 1])
+            ):
+                node = call.args[i]
+            return node
+
+        targets = self.values.const_strings(arg("target"), scope)
+        flow = f"the pipeline flow into `{targets[0]}`" if targets else "the pipeline flow"
+        if targets:
+            self.tables_written.add(targets[0].lower())
+        for k in self._column_list(arg("keys"), scope):
+            self.declare(k, f"key of {flow}", scope)
+        if "sequence_by" in params:
+            seq = arg("sequence_by")
+            if seq is not None:
+                self._pipeline_sequence(seq, scope)
+        for keyword in PIPELINE_CDC_CONDITIONS:
+            cond = self.model.kwarg(call, keyword)
+            if cond is not None:
+                self._condition_effect(cond, scope)
+
+    def _column_list(self, node: ast.AST | None, scope: Scope) -> list[str]:
+        """Column names given as strings or ``col(...)`` (a list, one name, or a name bound to a list)."""
+        if node is None:
+            return []
+        names = self.values.const_strings(node, scope)
+        if names is not None:
+            return names
+        items = node.elts if type(node) in (ast.List, ast.Tuple) else [node]
+        out: list[str] = []
+        for e in items:
+            sub = self.values.const_strings(e, scope)
+            if sub is None and type(e) is ast.Call:
+                sub = [c for c in self.values.col_names(e, scope) if not c.startswith("<")]
+            out.extend(sub or [])
+        return out
+
+    def _pipeline_sequence(self, node: ast.AST, scope: Scope) -> None:
+        """A CDC flow's ``sequence_by``: a column (``"v"``, ``col("v")``), columns (``struct("a", "b")``), or
+        an expression (SQL text or a Column) that is itself the sequence."""
+        if type(node) is ast.Name:  # SEQUENCE = F.col("v") ... sequence_by=SEQUENCE
+            bound = self.model.single_value(node, scope)
+            if bound is not None and type(bound[0]) is ast.Call:
+                node, scope = bound
+        sname = (
+            self.model.spark_name(self.model.qualname(node.func, scope)) if type(node) is ast.Call else None
+        )
+        if sname == "expr" and len(node.args) == 1:
+            node = node.args[0]  # F.expr("..."): SQL text, like a string
+        elif sname == "struct" and node.args:
+            names = [self._column_list(a, scope) for a in node.args]
+            if all(len(n) == 1 for n in names):
+                for n in names:
+                    self.declare(n[0], "sequence column", scope, sequence=True)
+                return
+        elif sname in NAME_ARG_FUNCTIONS:
+            names = self._column_list(node, scope)
+            if len(names) == 1:
+                self.declare(names[0], "sequence column", scope, sequence=True)
+                return
+        text = self.values.sql_text(node, scope) if self.values.may_be_text(node, scope) else None
+        if text is not None:  # a string is a SQL expression (pyspark.pipelines: ``expr(sequence_by)``)
+            ok, alias, part = sqlmod.analyze_expression(text.text)
+            if not ok:
+                return
+            if alias is not None and part.refs == {alias} and not (part.sites or part.calls or part.holes):
+                self.declare(alias, "sequence column", scope, sequence=True)
+                return
+            column = " ".join(text.text.split())
+            self._add_write(column, scope, sql=(part, text), node=node)
+        else:
+            column = self.model.segment(node, 80)
+            self._add_write(column, scope, node, node=node)
+        self.declare(column, "sequence column", scope, sequence=True)
 
     def _on_seed(self, call: ast.Call, scope: Scope) -> None:
         q = self.model.qualname(call.func, scope)

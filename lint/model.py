@@ -16,7 +16,14 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from upsertsink.lint.api import CONVENTIONAL, LOOK_ONLY_FUNCTIONS, SPARK_FUNCTION_MODULES, is_library
+from upsertsink.lint.api import (
+    CONVENTIONAL,
+    LOOK_ONLY_FUNCTIONS,
+    PIPELINE_QUERY_DECORATORS,
+    SPARK_FUNCTION_MODULES,
+    is_library,
+    pipeline_name,
+)
 from upsertsink.lint.facts import Span, Src
 from upsertsink.lint.rules.base import FixSpec
 from upsertsink.lint.scopes import SPECIAL, Scope, push_children
@@ -54,6 +61,7 @@ class SemanticModel:
         self.looked_args: set[int] = set()  # ids of calls passed to a look-only function (``display``)
         self.fn_scopes: dict[int, Scope] = {}  # id(lambda) -> its scope
         self.dbt_model = False  # the module defines a dbt Python model ``def model(dbt, session)``
+        self.decorated: list[Scope] = []  # the scopes of the ``def``s that have decorators
         self.wants: set[str] = set()  # import-qualified names looked up in other files of the tree
         self._collect()
 
@@ -69,6 +77,7 @@ class SemanticModel:
             else:
                 push(node, scope, stack)
         self.calls.sort(key=lambda cs: (cs[0].lineno, cs[0].col_offset))
+        self.decorated.sort(key=lambda fs: (fs.node.lineno, fs.node.col_offset))
 
     def _visit(self, node: ast.AST, scope: Scope, stack: list) -> None:
         t = type(node)
@@ -101,6 +110,8 @@ class SemanticModel:
                 scope.bind(node.name, None)
                 scope.funcs[node.name] = (node, Scope("function", scope, node))
                 fscope = scope.funcs[node.name][1]
+                if node.decorator_list:
+                    self.decorated.append(fscope)
                 for dec in node.decorator_list:
                     stack.append((dec, scope))
                     if self.is_udf_factory(dec, scope):
@@ -319,6 +330,19 @@ class SemanticModel:
         if q is not None:
             return q.rsplit(".", 1)[-1] in self._udf_factories
         return type(node) is ast.Name and node.id in self._udf_factories
+
+    def pipeline_decorator(self, fscope: Scope) -> tuple[str, ast.AST] | None:
+        """(name, decorator) when the ``def`` of ``fscope`` is a query function of a declarative pipeline
+        (``@dlt.table``, ``@dp.materialized_view(name=...)``, ``@dp.temporary_view``...), else None."""
+        node, outer = fscope.node, fscope.parent
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or outer is None:
+            return None
+        for dec in node.decorator_list:
+            func = dec.func if type(dec) is ast.Call else dec
+            name = pipeline_name(self.qualname(func, outer))
+            if name in PIPELINE_QUERY_DECORATORS:
+                return name, dec
+        return None
 
     def is_import(self, name: str, scope: Scope) -> bool:
         """Is ``name`` bound by an import only (not rebound) as seen from ``scope``?"""

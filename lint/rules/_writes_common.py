@@ -4,7 +4,9 @@ identifiers, constant strings and the SQL statements run in a batch function.
 The write rules ask whether writing the same values twice leaves the same table. They look at writes made in
 *batch functions*: the functions a module passes to ``foreachBatch`` (by name, ``self.method``, lambda or
 ``functools.partial``), functions with a parameter named like a batch id (``batch_id``, ``epoch_id``,
-``batchId``...), and the module's own functions they call (a few calls deep). Each rule finds its writes with
+``batchId``...), the query functions of a declarative pipeline (``@dlt.table``, ``@dp.materialized_view``,
+``@dp.append_flow``, views: the pipeline runs them again on every update, with no batch id), and the
+module's own functions they call (a few calls deep). Each rule finds its writes with
 its own module hook (run once per module, after the shared flow has seen every call); what they find out
 about the module is computed once and kept in ``ctx.facts.rule_state`` (see :func:`write_state`).
 """
@@ -24,8 +26,9 @@ if TYPE_CHECKING:
 
 _BATCH_PARAM = re.compile(r"^(micro_?)?(batch|epoch)_?(id|no|num|number|idx|index)$", re.IGNORECASE)
 _TXN_CONFS = frozenset({"spark.databricks.delta.write.txnappid", "spark.databricks.delta.write.txnversion"})
-# the words that make the pre-filter analyze a file for the write rules
-TRIGGERS = Catalogue(trigger_words=frozenset({"batch", "epoch", "merge", "upsertsink"}))
+# the words that make the pre-filter analyze a file for the write rules (``dlt`` and ``pipelines`` name the
+# modules of the declarative pipelines' decorators)
+TRIGGERS = Catalogue(trigger_words=frozenset({"batch", "epoch", "merge", "upsertsink", "dlt", "pipelines"}))
 
 
 @dataclass
@@ -35,17 +38,28 @@ class BatchFn:
     scope: Any
     name: str  # qualified inside the module: ``handle``, ``Job.write_batch``, ``main.<lambda>``
     epoch: str | None  # the parameter holding the epoch / batch id, when known
-    how: str  # foreachBatch | param | called
+    how: str  # foreachBatch | param | pipeline | called
     via: str = ""  # for ``called``: the batch function that calls it
     is_lambda: bool = False
+    # a query function of a declarative pipeline, or a function one calls: run again on every update
+    pipeline: bool = False
 
     def where(self) -> str:
         """How the message names the function."""
         if self.how == "foreachBatch":
             return f"the foreachBatch function `{self.name}`"
+        if self.how == "pipeline":
+            return f"the pipeline function `{self.name}` (run again on every update)"
         if self.how == "called":
-            return f"`{self.name}`, called from the batch function `{self.via}`"
+            kind = "pipeline function" if self.pipeline else "batch function"
+            return f"`{self.name}`, called from the {kind} `{self.via}`"
         return f"`{self.name}` (it takes the batch id `{self.epoch}`)"
+
+
+def advice(bf: BatchFn) -> str:
+    """Which fix advice (and why) a write rule's finding in ``bf`` takes: ``pipeline`` in a declarative
+    pipeline's function (no epoch id there), else ``write``."""
+    return "pipeline" if bf.pipeline else "write"
 
 
 def sql_module() -> Any:
@@ -139,6 +153,9 @@ def batch_functions(ctx: Context) -> dict[int, BatchFn]:
             params = _params(fscope)
             epoch = params[bound + 1] if len(params) > bound + 1 else None
             out[id(fscope)] = BatchFn(fscope, _qualname(fscope), epoch, "foreachBatch", is_lambda=lam)
+    for fscope in ctx.model.decorated:
+        if id(fscope) not in out and ctx.model.pipeline_decorator(fscope) is not None:
+            out[id(fscope)] = BatchFn(fscope, _qualname(fscope), None, "pipeline", pipeline=True)
     scopes = {id(s): s for _c, s in ctx.model.calls if s.kind == "function"}
     for key, fscope in scopes.items():
         if key in out:
@@ -170,7 +187,7 @@ def batch_functions(ctx: Context) -> dict[int, BatchFn]:
                 for kw in call.keywords:
                     if type(kw.value) is ast.Name and bf.epoch and kw.value.id == bf.epoch and kw.arg:
                         epoch = kw.arg
-                new = BatchFn(callee, _qualname(callee), epoch, "called", via=bf.name)
+                new = BatchFn(callee, _qualname(callee), epoch, "called", via=bf.name, pipeline=bf.pipeline)
                 out[id(callee)] = new
                 found.append(new)
         if not found:

@@ -157,6 +157,9 @@ class Rule:
     why: str
     fix: dict[str, str]
     valid: tuple[Valid, ...] = field(default_factory=tuple)
+    # why a finding breaks a replay in one situation, by the name of its fix advice (``pipeline``: in a
+    # declarative pipeline's function), where ``why`` does not describe it
+    why_in: Mapping[str, str] = field(default_factory=dict)
     invalid: tuple[Invalid, ...] = field(default_factory=tuple)
     catalogue: Catalogue = field(default_factory=Catalogue)
     # DataFrame method name -> detector called for every ``x.method(...)`` call of the analyzed code
@@ -215,6 +218,8 @@ class Rule:
         """The rule's documentation as Markdown (``--explain`` and docs/rules.md)."""
         out = [f"## {self.code} {self.name}", "", self.summary, "", self.description.strip(), ""]
         out += ["**Why it breaks replays.** " + self.why, ""]
+        for situation, text in self.why_in.items():
+            out += [f"*{_TARGET_LABEL.get(situation, situation).capitalize()}:* " + text, ""]
         out += ["**How to fix it.**", ""]
         for target, text in self.fix.items():
             out.append(f"- {_TARGET_LABEL.get(target, target)}: {text}")
@@ -253,7 +258,8 @@ class WriteRule(Rule):
     def message(self, reach: Any) -> str:
         """``note`` (what was found, where) + the rule's consequence + the fix advice."""
         fix = self.advice(reach.advice or "write")
-        return f"{reach.note}: {self.why[0].lower()}{self.why[1:].rstrip('.')}. Fix: {fix}"
+        why = self.why_in.get(reach.advice, self.why)
+        return f"{reach.note}: {why[0].lower()}{why[1:].rstrip('.')}. Fix: {fix}"
 
 
 _TARGET_TEXT = {
@@ -292,6 +298,7 @@ _TARGET_LABEL = {
     "column": "reaching another written column",
     "rows": "deciding which rows are written",
     "write": "the write",
+    "pipeline": "in a declarative pipeline's function",
     "union": "a set union (`array_union`, `map_concat`)",
     "file": "the whole file",
 }

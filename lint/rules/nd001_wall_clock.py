@@ -62,6 +62,11 @@ re-sent events open new versions instead of matching the ones already written. T
 every clock sequence, and its message says that it rewrites history on every replay; the same holds for the
 other sources (random numbers, UUIDs, partition-dependent ids, numberings over orderings that may tie). The
 columns named in `track_history` / `track_history_except` are ordinary written columns.
+
+A declarative pipeline's CDC flow (`dlt.apply_changes`, `create_auto_cdc_flow` of `dlt` or
+`pyspark.pipelines`) declares its `keys` and `sequence_by` like a sink: a clock in the column its
+`sequence_by` names, or a `sequence_by` that is itself a clock expression (`F.current_timestamp()`,
+`"current_timestamp()"`), is an error.
 """,
     why="Each replay sees a different time.",
     catalogue=CATALOGUE,
@@ -109,6 +114,15 @@ columns named in `track_history` / `track_history_except` are ordinary written c
             48,
             "sequence",
             "valid_from",
+        ),
+        Invalid(
+            "import dlt\nfrom pyspark.sql import functions as F\n"
+            "dlt.apply_changes(target='customers', source='customers_feed', keys=['customer_id'],\n"
+            "                  sequence_by=F.current_timestamp())\n",
+            4,
+            31,
+            "sequence",
+            "F.current_timestamp()",
         ),
     ),
     valid=(

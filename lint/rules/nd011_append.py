@@ -10,6 +10,7 @@ from upsertsink.lint.rules._writes_common import (
     BATCH_FUNCTION_HOOKS,
     TRIGGERS,
     BatchFn,
+    advice,
     batch_calls,
     batch_sql_statements,
     const,
@@ -147,10 +148,9 @@ def _check_append(ctx: Context, call: ast.Call, scope: Any, bf: BatchFn, index: 
     if _TXN_OPTIONS <= w.options or txn_marked(ctx, bf):
         return
     where = f" `{w.target}`" if w.target else ""
-    note = (
-        f"`{m}()` makes {_kind(w)}{' to' if where else ''}{where} in {bf.where()} with no txnAppId/txnVersion "
-        "writer options and no UpsertSink"
-    )
+    note = f"`{m}()` makes {_kind(w)}{' to' if where else ''}{where} in {bf.where()}"
+    if not bf.pipeline:  # a pipeline function has no epoch id to give the options
+        note += " with no txnAppId/txnVersion writer options and no UpsertSink"
     fix = None
     fixable = (
         bf.how == "foreachBatch"
@@ -181,15 +181,18 @@ def _check_append(ctx: Context, call: ast.Call, scope: Any, bf: BatchFn, index: 
             message,
             (("function", bf.name), ("epoch", bf.epoch or ""), ("index", str(n))),
         )
-    ctx.report(RULE.code, ctx.model.method_span(call), note, "error", fix=fix)
+    ctx.report(RULE.code, ctx.model.method_span(call), note, "error", advice=advice(bf), fix=fix)
 
 
 def _check_sql_insert(ctx: Context, call: ast.Call, bf: BatchFn) -> None:
     for text, st in batch_sql_statements(ctx, call, bf):
         if st.kind == "insert" and st.append:
             table = f" `{st.table}`" if st.table else ""
-            note = f"SQL `INSERT INTO`{table} in {bf.where()} appends with no txnAppId/txnVersion"
-            ctx.report(RULE.code, text.span(st.start, st.end), note, "error", alt_line=text.last_line)
+            note = f"SQL `INSERT INTO`{table} in {bf.where()} appends"
+            if not bf.pipeline:
+                note += " with no txnAppId/txnVersion"
+            span = text.span(st.start, st.end)
+            ctx.report(RULE.code, span, note, "error", advice=advice(bf), alt_line=text.last_line)
 
 
 def check_appends(ctx: Context) -> None:
@@ -213,8 +216,9 @@ RULE = WriteRule(
     family="Non-idempotent writes",
     verb="appends without idempotence",
     summary="An append inside a Structured Streaming `foreachBatch` function (or a function taking a batch "
-    'id): `.write.mode("append")`, `insertInto`, `writeTo(...).append()`, JDBC and Kafka batch writes, '
-    "SQL `INSERT INTO`, with no Delta `txnAppId`/`txnVersion` and no UpsertSink.",
+    'id, or a declarative pipeline\'s query function): `.write.mode("append")`, `insertInto`, '
+    "`writeTo(...).append()`, JDBC and Kafka batch writes, SQL `INSERT INTO`, with no Delta "
+    "`txnAppId`/`txnVersion` and no UpsertSink.",
     description="""
 Structured Streaming gives `foreachBatch` exactly-once only if the function's writes are idempotent: when a
 query restarts after a failure it runs the last epoch again, with the same epoch id and the same data, and
@@ -224,19 +228,29 @@ id): a write whose version is not above the last one committed for that app id i
 appends to tables and paths (`mode("append")`, `insertInto` without `overwrite=True`,
 `writeTo(...).append()`), JDBC and Kafka batch writes (they cannot skip a replay at all) and SQL
 `INSERT INTO` (not `INSERT OVERWRITE` / `REPLACE WHERE`), in the function passed to `foreachBatch`, in a
-function with a batch/epoch id parameter (`batch_id`, `epoch_id`, `batchId`...), and in the module's
-functions they call. Not reported when the write carries both options, when the function sets the session
-confs `spark.databricks.delta.write.txnAppId`/`txnVersion`, for writes through UpsertSink, or for
+function with a batch/epoch id parameter (`batch_id`, `epoch_id`, `batchId`...), in a declarative
+pipeline's query function (`@dlt.table`, `@dp.table`, `@dp.materialized_view`, `@dp.append_flow`, views:
+the pipeline runs it again on every update, and there is no epoch id to give the options), and in the
+module's functions they call. Not reported when the write carries both options, when the function sets the
+session confs `spark.databricks.delta.write.txnAppId`/`txnVersion`, for writes through UpsertSink, or for
 Cassandra (its writes are upserts by primary key).
 """,
     why="A restarted query runs its last epoch again, and the append writes the same rows a second time "
     "(duplicates).",
+    why_in={
+        "pipeline": "Every update of the pipeline (a full refresh too) appends the rows again (duplicates): "
+        "there is no epoch id that would let the write skip a run already written.",
+    },
     fix={
         "write": 'make the write skip an epoch it already committed: for Delta, add `.option("txnAppId", '
         '"<writer name>")` and `.option("txnVersion", epoch_id)` (`--fix` adds them to a Delta append in a '
         "foreachBatch function), or upsert with `foreachBatch(UpsertSink(path, keys=[...]).foreach_batch)`; "
         "for JDBC or Kafka, make the write idempotent downstream (an upsert keyed by the row's key, or records "
         "keyed by the epoch id and deduplicated).",
+        "pipeline": "do not write from a pipeline's query function: make the appended rows a flow of the "
+        "pipeline (a function decorated with `@dp.append_flow(target=...)` / `@dlt.append_flow` returning "
+        "them, into a streaming table: the pipeline's checkpoint processes each input once), or append "
+        "from a job outside the pipeline.",
     },
     autofix='Safe: a Delta append (`.format("delta")` then `save`/`saveAsTable`) in a `foreachBatch` function '
     'gains `.option("txnAppId", "<module>.<function>")` and `.option("txnVersion", <epoch id>)` right after '
@@ -306,6 +320,19 @@ Cassandra (its writes are upserts by primary key).
             "events.writeStream.foreachBatch(to_postgres).start()\n",
             2,
             14,
+            "write",
+            "*",
+            severity="error",
+        ),
+        Invalid(
+            "import dlt\n\n"
+            "@dlt.table\n"
+            "def daily_totals():\n"
+            '    totals = spark.read.table("raw.sales").groupBy("day").sum("amount")\n'
+            '    totals.write.mode("append").saveAsTable("audit.totals_log")\n'
+            "    return totals\n",
+            6,
+            33,
             "write",
             "*",
             severity="error",

@@ -10,6 +10,7 @@ from upsertsink.lint.rules._writes_common import (
     BATCH_FUNCTION_HOOKS,
     TRIGGERS,
     BatchFn,
+    advice,
     batch_calls,
     batch_sql_statements,
     calls_by_scope,
@@ -54,7 +55,7 @@ def _check_merge(ctx: Context, call: ast.Call, scope: Any, bf: BatchFn) -> None:
     if txn_marked(ctx, bf) or _deltalake_marked(ctx, call, bf):
         return
     note = f"a hand-written Delta MERGE in {bf.where()} records no batch marker"
-    ctx.report(RULE.code, ctx.model.method_span(call), note, "warning")
+    ctx.report(RULE.code, ctx.model.method_span(call), note, "warning", advice=advice(bf))
 
 
 def _check_sql_merge(ctx: Context, call: ast.Call, bf: BatchFn) -> None:
@@ -62,7 +63,8 @@ def _check_sql_merge(ctx: Context, call: ast.Call, bf: BatchFn) -> None:
         if st.kind == "merge":
             table = f" `{st.table}`" if st.table else ""
             note = f"a hand-written SQL `MERGE INTO`{table} in {bf.where()} records no batch marker"
-            ctx.report(RULE.code, text.span(st.start, st.end), note, "warning", alt_line=text.last_line)
+            span = text.span(st.start, st.end)
+            ctx.report(RULE.code, span, note, "warning", advice=advice(bf), alt_line=text.last_line)
 
 
 def check_unmarked_merges(ctx: Context) -> None:
@@ -78,7 +80,8 @@ RULE = WriteRule(
     family="Non-idempotent writes",
     verb="merges without a batch marker",
     summary="A hand-written Delta MERGE (delta-spark, deltalake or SQL `MERGE INTO`) inside a `foreachBatch` "
-    "function or a function taking a batch id, with nothing recording which batches were committed.",
+    "function, a function taking a batch id or a declarative pipeline's query function, with nothing "
+    "recording which batches were committed.",
     description="""
 A MERGE by key is idempotent when the replayed batch has the same content and every update is a plain
 overwrite, so this is a warning, not an error: the write is legal but unverified. Nothing records which
@@ -90,15 +93,26 @@ differs from what was committed is refused (content fingerprint), `sequence_by` 
 deletes are remembered so a replay cannot resurrect a row. Not reported when the function sets the session
 confs `spark.databricks.delta.write.txnAppId` and `txnVersion` before the MERGE (delta-spark's MERGE honours
 only these), or, with deltalake, commits a `Transaction` (`commit_properties=`) and reads
-`transaction_version(...)` to skip.
+`transaction_version(...)` to skip. In a declarative pipeline's query function (`@dlt.table`,
+`@dp.materialized_view`...) the MERGE is applied again on every update of the pipeline; a CDC flow
+(`create_auto_cdc_flow`) is the pipeline's own way to upsert.
 """,
     why="A restarted query re-applies its last epoch unverified: a replay whose content changed, or an update "
     "that is not a plain overwrite, silently changes the table again.",
+    why_in={
+        "pipeline": "Every update of the pipeline (a full refresh too) applies the MERGE again, unverified: "
+        "a source that changed, or an update that is not a plain overwrite, silently changes the table "
+        "again.",
+    },
     fix={
         "write": "write with `foreachBatch(UpsertSink(path, keys=[...], sequence_by=...).foreach_batch)` (epoch "
         "id recorded with the data, replays skipped and verified, stale rows and deletes handled), or set "
         '`spark.conf.set("spark.databricks.delta.write.txnAppId", ...)` and `...txnVersion` to the epoch id '
         "before the MERGE.",
+        "pipeline": "let the pipeline apply the changes: a streaming table fed by "
+        "`dp.create_auto_cdc_flow(target=..., source=..., keys=[...], sequence_by=...)` "
+        "(`dlt.create_auto_cdc_flow` / `dlt.apply_changes` on Databricks), or run the MERGE in a job outside "
+        "the pipeline, with `UpsertSink`.",
     },
     catalogue=TRIGGERS,
     method_hooks=BATCH_FUNCTION_HOOKS,

@@ -99,6 +99,8 @@ def _check_sink_writes(ctx: Context, batch: dict[int, BatchFn]) -> None:
         if sink is None:
             continue
         bf = batch.get(id(scope))
+        if bf is not None and bf.pipeline:
+            bf = None  # a pipeline function has no batch id to pass (only a loop over batches in it counts)
         where = bf.where() if bf is not None else _in_loop(ctx, call)
         if where is None:
             continue
@@ -138,7 +140,8 @@ committed and verifies a replay's content. Without `batch_id` every call is a fr
 still converges when a replay has the same content, but nothing is skipped or verified, and without
 `sequence_by` a batch re-sent after newer ones writes its older rows over theirs (an error then; with
 `sequence_by`, a warning). Loops count as batch loops when their variables or iterable are named like
-batches (`batch`, `epoch`, `chunk`, `micro`).
+batches (`batch`, `epoch`, `chunk`, `micro`). A declarative pipeline's query function (`@dlt.table`...) is
+not reported: it has no batch id to pass (the write rules ND011 and ND013 do look at its writes).
 """,
     why="Without a batch id the sink cannot recognize a replayed batch: it is merged again instead of "
     "skipped, and its content is not checked against what the first run wrote.",
@@ -192,5 +195,15 @@ batches (`batch`, `epoch`, `chunk`, `micro`).
             "orders.writeStream.foreachBatch(handle).start()\n"
         ),
         Valid('from upsertsink import UpsertSink\nUpsertSink("/lake/dim", keys=["id"]).write(snapshot)\n'),
+        Valid(
+            "from pyspark import pipelines as dp\n"
+            "from upsertsink import UpsertSink\n"
+            'sink = UpsertSink("/lake/regions", keys=["region_id"])\n\n'
+            "@dp.materialized_view\n"
+            "def regions():\n"
+            '    df = spark.read.table("raw.regions")\n'
+            "    sink.write(df)\n"
+            "    return df\n"
+        ),
     ),
 )

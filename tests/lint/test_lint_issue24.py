@@ -1,5 +1,6 @@
 """Issue 24, the parts that hold today: shell and magic lines of Databricks exports skipped like magics
-(lint/notebooks.py), and guards that the fixes still pending (tests/lint/fixtures/issue24) must keep."""
+(lint/notebooks.py), declarative pipelines (item 3: CDC flows' keys and sequences, pipeline functions as
+batch functions), and guards that the fixes still pending (tests/lint/fixtures/issue24) must keep."""
 
 from __future__ import annotations
 
@@ -238,3 +239,182 @@ def test_the_json_output_names_the_table_in_the_message(
     ]
     assert "`/mnt/dw/customers`" in doc["findings"][0]["message"]
     assert "table" not in doc["findings"][0]  # the JSON shape stays the documented one
+
+# ------------------------------------------------------------- 3. declarative pipelines
+
+
+def test_apply_changes_sequence_by_the_wall_clock_is_an_error() -> None:
+    # before: nothing (apply_changes was not read)
+    source = text("pipeline_apply_changes.py")
+    line, col = at(source, "F.current_timestamp()")
+    got = [
+        (f.rule, f.severity, f.line, f.column, f.target) for f in lint_fixture("pipeline_apply_changes.py")
+    ]
+    assert got == [("ND001", "error", line, col, "sequence")]
+
+
+def test_auto_cdc_sequence_column_computed_from_the_wall_clock_is_an_error() -> None:
+    # before: ND001 warning column ingested_at
+    source = text("pipeline_auto_cdc.py")
+    line, col = at(source, "F.current_timestamp()")
+    assert brief(lint_fixture("pipeline_auto_cdc.py")) == [
+        ("ND001", "error", line, col, "sequence", "ingested_at")
+    ]
+
+
+def test_pipelines_api_keys_generated_in_the_source_view_are_errors() -> None:
+    # before: ND003 warning column order_ref, ND004 warning column line_ref
+    source = text("pipeline_dp_keys.py")
+    uuid_at, mono_at = at(source, "uuid()"), at(source, "F.monotonically_increasing_id()")
+    findings = lint_fixture("pipeline_dp_keys.py", key_patterns=())
+    assert brief(findings) == [
+        ("ND003", "error", *uuid_at, "key", "order_ref"),
+        ("ND004", "error", *mono_at, "key", "line_ref"),
+    ]
+    assert "key of the pipeline flow into `orders` `order_ref`" in findings[0].message
+
+
+def test_pipeline_table_functions_are_batch_functions_for_the_write_rules() -> None:
+    # before: nothing. The same functions taking a batch_id parameter give exactly these two findings (the
+    # write rules report at the method's name: `merge`, not the dot before it); the overwrite in
+    # @dp.table region_snapshot stays clean.
+    source = text("pipeline_tables.py")
+    append_at = at(source, "saveAsTable(", 1)
+    merge_at = at(source, "merge(")
+    findings = lint_fixture("pipeline_tables.py")
+    got = [(f.rule, f.severity, f.line, f.column) for f in findings]
+    assert got == [
+        ("ND011", "error", append_at[0], append_at[1]),
+        ("ND013", "warning", merge_at[0], merge_at[1]),
+    ]
+    append, merge = findings
+    assert "in the pipeline function `daily_totals` (run again on every update)" in append.message
+    assert "txnAppId/txnVersion writer options" not in append.message  # there is no epoch id to give them
+    assert append.fix is None
+    assert "`@dp.append_flow(target=...)`" in append.message
+    assert "in the pipeline function `store_totals` (run again on every update)" in merge.message
+    assert "create_auto_cdc_flow" in merge.message
+
+
+_CLOCK_VIEW = (
+    "import dlt\n"
+    "from pyspark.sql import functions as F\n\n"
+    "@dlt.view\n"
+    "def feed():\n"
+    '    return spark.readStream.table("raw.cdc").withColumn("seq", F.current_timestamp())\n\n'
+)
+
+
+@pytest.mark.parametrize(
+    "flow",
+    [
+        'dlt.apply_changes(target="t", source="feed", keys=["id"], sequence_by="seq")',
+        'dlt.apply_changes("t", "feed", ["id"], F.col("seq"))',
+        'dlt.create_auto_cdc_flow(target="t", source="feed", keys=[F.col("id")], sequence_by=F.expr("seq"))',
+        'dlt.apply_changes(target="t", source="feed", keys=["id"], sequence_by=F.struct("seq", "op_id"))',
+    ],
+)
+def test_the_sequence_column_of_a_flow_in_every_form(flow: str) -> None:
+    source = _CLOCK_VIEW + flow + "\n"
+    line, col = at(source, "F.current_timestamp()")
+    assert brief(lint_text("pipeline.py", source)) == [("ND001", "error", line, col, "sequence", "seq")]
+
+
+def test_a_flow_imported_by_name_and_a_sequence_in_sql_text() -> None:
+    source = (
+        "from dlt import apply_changes\n"
+        'apply_changes(target="t", source="feed", keys=["id"], sequence_by="coalesce(v, current_timestamp())")\n'
+    )
+    line, col = at(source, "current_timestamp()")
+    assert brief(lint_text("pipeline.py", source)) == [
+        ("ND001", "error", line, col, "sequence", "coalesce(v, current_timestamp())")
+    ]
+
+
+def test_an_unrelated_apply_changes_method_declares_nothing() -> None:
+    source = _CLOCK_VIEW.replace("@dlt.view\n", "") + (
+        'store.apply_changes(target="t", source="feed", keys=["id"], sequence_by="seq")\n'
+    )
+    assert [(f.rule, f.severity, f.target) for f in lint_text("job.py", source)] == [
+        ("ND001", "warning", "column")
+    ]
+
+
+def test_a_random_apply_as_deletes_decides_which_keys_are_written() -> None:
+    source = (
+        "from pyspark import pipelines as dp\n"
+        "from pyspark.sql import functions as F\n"
+        'dp.create_auto_cdc_flow(target="t", source="s", keys=["id"], sequence_by="v",\n'
+        "                        apply_as_deletes=F.rand() < 0.01)\n"
+    )
+    line, col = at(source, "F.rand()")
+    assert brief(lint_text("pipeline.py", source)) == [("ND002", "error", line, col, "key", "id")]
+
+
+def test_snapshot_flows_declare_keys() -> None:
+    source = (
+        "import dlt\n"
+        "from pyspark.sql import functions as F\n\n"
+        "@dlt.view\n"
+        "def snap():\n"
+        '    return spark.read.table("raw.dim").withColumn("rid", F.expr("uuid()"))\n\n'
+        'dlt.create_auto_cdc_from_snapshot_flow(target="dim", source="snap", keys=["rid"])\n'
+    )
+    line, col = at(source, "uuid()")
+    assert brief(lint_text("pipeline.py", source, key_patterns=())) == [
+        ("ND003", "error", line, col, "key", "rid")
+    ]
+
+
+def test_a_pipeline_table_stores_data_so_key_patterns_apply() -> None:
+    body = (
+        "from pyspark.sql import functions as F\n\n"
+        "@dp.table\n"
+        "def dim_customer():\n"
+        '    return spark.read.table("raw.customers").withColumn("customer_sk", F.monotonically_increasing_id())\n'
+    )
+    line, col = at(body, "F.monotonically")
+    as_table = lint_text("pipeline.py", "from pyspark import pipelines as dp\n" + body)
+    assert brief(as_table) == [("ND004", "error", line + 1, col, "key", "customer_sk")]
+    plain = lint_text("helpers.py", body.replace("@dp.table\n", ""))  # a transformation, not a table
+    assert [(f.severity, f.target) for f in plain] == [("warning", "column")]
+
+
+def test_a_view_and_the_helpers_of_a_pipeline_function_are_batch_functions_too() -> None:
+    source = (
+        "from pyspark import pipelines as dp\n\n"
+        "def log(df):\n"
+        '    df.write.insertInto("audit.log")\n\n'
+        '@dp.temporary_view(name="feed")\n'
+        "def feed():\n"
+        '    df = spark.read.table("raw.x")\n'
+        "    log(df)\n"
+        "    return df\n"
+    )
+    [finding] = lint_text("pipeline.py", source)
+    assert (finding.rule, finding.line) == ("ND011", 4)
+    assert "`log`, called from the pipeline function `feed`" in finding.message
+
+
+def test_a_sink_write_in_a_pipeline_function_is_not_nd014() -> None:
+    # a pipeline function has no batch id to pass: ND014's advice could not be followed
+    source = (
+        "import dlt\n"
+        "from upsertsink import UpsertSink\n"
+        'sink = UpsertSink("/lake/t", keys=["id"])\n\n'
+        "@dlt.table\n"
+        "def t():\n"
+        '    df = spark.read.table("raw.x")\n'
+        "    sink.write(df)\n"
+        "    return df\n"
+    )
+    assert lint_text("pipeline.py", source) == []
+
+
+def test_pipeline_files_are_not_skipped_by_the_prefilter() -> None:
+    from upsertsink.lint.catalogue import has_trigger
+
+    assert has_trigger(b"dlt.apply_changes(target='t', source='s', keys=['id'], sequence_by='v')")
+    assert has_trigger(b"dp.create_auto_cdc_flow(target='t', source='s', keys=['id'], sequence_by='v')")
+    assert has_trigger(b"import dlt\n@dlt.table\ndef t():\n    df.write.insertInto('x')\n")
+    assert has_trigger(b"from pyspark import pipelines as dp\n")
