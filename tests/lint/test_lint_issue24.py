@@ -240,6 +240,7 @@ def test_the_json_output_names_the_table_in_the_message(
     assert "`/mnt/dw/customers`" in doc["findings"][0]["message"]
     assert "table" not in doc["findings"][0]  # the JSON shape stays the documented one
 
+
 # ------------------------------------------------------------- 3. declarative pipelines
 
 
