@@ -109,6 +109,45 @@ def test_a_databricks_export_with_shell_lines_through_the_cli(
     assert result.exit_code == 1
 
 
+# ------------------------------------------------------------- 4. display-only SQL and evaluators
+
+
+def test_a_quick_look_sql_cell_in_a_databricks_export_writes_nothing() -> None:
+    # today: ND008 warning column * at the quick look's LIMIT 10 (and at the INSERT's LIMIT 100, which is right)
+    source = text("quicklook_export.py")
+    insert_line, _ = at(source, "LIMIT 100")
+    assert [(f.rule, f.line) for f in lint_fixture("quicklook_export.py")] == [("ND008", insert_line)]
+
+
+def test_quick_look_sql_cells_in_a_jupyter_notebook_write_nothing() -> None:
+    # today: ND008 warning in cell 3 (line 2) and cell 4 (line 5)
+    assert brief(lint_fixture("quicklook.ipynb")) == []
+
+
+def test_a_select_cell_read_back_through_sqldf_is_written() -> None:
+    # Databricks keeps the last SQL cell's result as the DataFrame _sqldf: then the SELECT is not a quick look
+    source = (
+        "# Databricks notebook source\n"
+        "# MAGIC %sql\n"
+        "# MAGIC SELECT order_id, amount FROM dw.orders LIMIT 10\n"
+        "\n"
+        "# COMMAND ----------\n"
+        "\n"
+        "_sqldf.write.mode('append').saveAsTable('dw.orders_sample')\n"
+    )
+    assert [(f.rule, f.line) for f in lint_text("sqldf.py", source)] == [("ND008", 3)]
+
+
+def test_a_select_statement_thrown_away_in_python_writes_nothing() -> None:
+    source = (
+        "from pyspark.sql import functions as F\n"
+        "spark.sql('SELECT id, rand() AS r FROM t LIMIT 10')\n"
+        "top = spark.sql('SELECT id, rand() AS r FROM t LIMIT 10')\n"
+        "top.write.saveAsTable('dw.top')\n"
+    )
+    assert sorted({(f.rule, f.line) for f in lint_text("job.py", source)}) == [("ND002", 3), ("ND008", 3)]
+
+
 # ------------------------------------------------------------- guards the pending fixes must keep
 
 
