@@ -148,6 +148,36 @@ def test_a_select_statement_thrown_away_in_python_writes_nothing() -> None:
     assert sorted({(f.rule, f.line) for f in lint_text("job.py", source)}) == [("ND002", 3), ("ND008", 3)]
 
 
+def test_an_evaluator_fed_through_a_helper_decides_no_written_rows() -> None:
+    # today: ND008 warning column * at test_df.limit(1000) (line 14)
+    assert brief(lint_fixture("evaluate_helper.py")) == []
+
+
+HELPERS = """\
+def save(df, table):
+    out = df.withColumn("n", F.lit(1))
+    out.write.saveAsTable(table)
+
+
+def score(model, df):
+    return model.transform(df)
+
+
+save(spark.table("a").limit(10), "dw.a")
+scored = score(model, spark.table("b").limit(10))
+scored.write.saveAsTable("dw.b")
+sample = spark.table("c").limit(10)
+preview = sample.select("x")
+display(preview)
+"""
+
+
+def test_a_helper_that_writes_or_returns_what_it_is_given_keeps_the_row_choice() -> None:
+    # followed into the helper: a write (line 10) and a returned DataFrame written (line 11) stay reported;
+    # a limit only handed on through names to display() (line 13) writes nothing
+    assert [(f.rule, f.line) for f in lint_text("helpers.py", HELPERS)] == [("ND008", 10), ("ND008", 11)]
+
+
 # ------------------------------------------------------------- guards the pending fixes must keep
 
 
