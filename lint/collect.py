@@ -12,7 +12,7 @@ import ast
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from upsertsink.lint import chains
+from upsertsink.lint import chains, records
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.api import (
     ALIAS_METHODS,
@@ -56,6 +56,7 @@ class Collector:
         self.seeded: set[str] = set()
         self.writes_data = model.dbt_model
         self.rule_state: dict[str, object] = {}  # per-module scratch space of rule extractors, by rule
+        self.widgets: dict[str, tuple[ast.AST, Scope]] = {}
         self._current: ast.Call | None = None  # the call being read: the anchor of what it writes
 
     def collect(self, ctx: Context) -> Facts:
@@ -92,6 +93,7 @@ class Collector:
             seeded=frozenset(self.seeded),
             writes_data=self.writes_data,
             rule_state=self.rule_state,
+            widgets=MappingProxyType(dict(self.widgets)),
         )
 
     # ---- what rules' extractors record
@@ -189,6 +191,8 @@ class Collector:
         """``rdd.zipWithIndex().map(...).toDF([..., "row_id"])`` / ``createDataFrame(rdd, [..., "row_id"])``:
         the position index (appended last by convention) becomes the last named column."""
         m = call.func.attr
+        if m == "createDataFrame":
+            self._on_records(call, scope)
         if m == "toDF":
             receiver, names_nodes = call.func.value, list(call.args)
         elif len(call.args) > 1:
@@ -225,6 +229,24 @@ class Collector:
                         )
                     )
         return out
+
+    def _on_records(self, call: ast.Call, scope: Scope) -> None:
+        """``pa.Table.from_pylist(records)`` / ``pd.DataFrame(records)`` / ``spark.createDataFrame(records)``
+        with dict records: each field is a column written with its value."""
+        data = call.args[0] if call.args else self.model.kwarg(call, "data", "mapping")
+        if data is None or chains.looked_only(self.model, call):
+            return
+        for column, value, vscope in records.record_fields(self.model, self.values, data, scope):
+            self._add_write(column, vscope, value, node=call)
+
+    def _on_widget(self, call: ast.Call, scope: Scope) -> None:
+        """``dbutils.widgets.text(name, default, ...)``: what ``dbutils.widgets.get(name)`` may return."""
+        if not records.is_widgets(call.func.value):
+            return
+        name = records.widget_name(call, self.values, scope)
+        default = call.args[1] if len(call.args) > 1 else self.model.kwarg(call, "defaultValue")
+        if name is not None and default is not None:
+            self.widgets[name] = (default, scope)
 
     def _on_option(self, call: ast.Call, scope: Scope) -> None:
         """``.option("replaceWhere", "...")`` on a writer: the predicate decides which rows are replaced."""

@@ -446,6 +446,12 @@ def top_function(scope: Scope | None) -> Scope | None:
     return None
 
 
+def dotted(node: ast.AST) -> str | None:
+    """The text of a Name/Attribute chain (``dbutils.widgets``), or None for any other expression."""
+    name, parts = _dotted(node)
+    return None if name is None else ".".join([name.id, *reversed(parts)])
+
+
 def _dotted(node: ast.AST) -> tuple[ast.Name | None, list[str]]:
     """The name a Name/Attribute chain starts from and its attributes, innermost last (``a.b.c``: ``a``,
     ``["c", "b"]``); None when the chain starts from anything else (a call, a subscript)."""

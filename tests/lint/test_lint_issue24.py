@@ -178,6 +178,79 @@ def test_a_helper_that_writes_or_returns_what_it_is_given_keeps_the_row_choice()
     assert [(f.rule, f.line) for f in lint_text("helpers.py", HELPERS)] == [("ND008", 10), ("ND008", 11)]
 
 
+# ------------------------------------------------------------- 4. values outside DataFrames
+
+
+def test_python_records_written_with_write_deltalake() -> None:
+    # today: nothing
+    source = text("records_arrow.py")
+    assert brief(lint_fixture("records_arrow.py")) == [
+        ("ND003", "warning", *at(source, "uuid.uuid4()"), "column", "event_id"),
+        ("ND001", "warning", *at(source, "datetime.now("), "column", "loaded_at"),
+    ]
+
+
+def test_python_records_merged_on_a_generated_key() -> None:
+    # today: nothing
+    source = text("records_pandas_merge.py")
+    assert brief(lint_fixture("records_pandas_merge.py", key_patterns=())) == [
+        ("ND003", "error", *at(source, "uuid.uuid4()"), "key", "check_key"),
+        ("ND001", "warning", *at(source, "datetime.now()"), "column", "checked_at"),
+    ]
+
+
+def test_a_widget_default_from_the_wall_clock_reaches_a_column() -> None:
+    # today: nothing
+    source = text("widget_default.py")
+    assert brief(lint_fixture("widget_default.py")) == [
+        ("ND001", "warning", *at(source, "datetime.now()"), "column", "run_ts")
+    ]
+
+
+RECORDS = """\
+import uuid
+from datetime import datetime
+
+import pandas as pd
+
+clean = [{"id": r["id"], "v": r["v"] * 2} for r in rows]
+spark.createDataFrame(clean).write.saveAsTable("dw.clean")
+shown = pd.DataFrame([{"at": datetime.now()}])
+print(shown)
+rows_out = [dict(run_id=str(uuid.uuid4()), n=1)]
+spark.createDataFrame(rows_out).write.saveAsTable("dw.runs")
+"""
+
+
+def test_records_are_followed_only_where_a_source_reaches_a_written_field() -> None:
+    # deterministic records are clean, records only printed write nothing, dict(...) records count too
+    assert [(f.rule, f.line, f.column_name) for f in lint_text("records.py", RECORDS)] == [
+        ("ND003", 10, "run_id")
+    ]
+
+
+WIDGETS = """\
+# Databricks notebook source
+from datetime import datetime
+
+from pyspark.sql import functions as F
+
+dbutils.widgets.dropdown("env", "dev", ["dev", "prod"])
+env = dbutils.widgets.get("env")
+other = dbutils.widgets.get("missing")
+cfg = {"a": datetime.now()}
+x = cfg.get("a")
+out = spark.table("t").withColumn("env", F.lit(env)).withColumn("o", F.lit(other))
+out.withColumn("x", F.lit(x)).write.saveAsTable("dw.t")
+"""
+
+
+def test_constant_widget_defaults_and_other_gets_carry_nothing_of_a_widget() -> None:
+    # a constant default is clean; a dict's .get is not a widget read (its own value is followed as before)
+    got = [(f.rule, f.line, f.column_name) for f in lint_text("widgets.py", WIDGETS)]
+    assert got == [("ND001", 9, "x")]
+
+
 # ------------------------------------------------------------- guards the pending fixes must keep
 
 
