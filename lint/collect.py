@@ -231,22 +231,14 @@ class Collector:
         return out
 
     def _on_records(self, call: ast.Call, scope: Scope) -> None:
-        """``pa.Table.from_pylist(records)`` / ``pd.DataFrame(records)`` / ``spark.createDataFrame(records)``
-        with dict records: each field is a column written with its value."""
-        data = call.args[0] if call.args else self.model.kwarg(call, "data", "mapping")
-        if data is None or chains.looked_only(self.model, call):
-            return
-        for column, value, vscope in records.record_fields(self.model, self.values, data, scope):
-            self._add_write(column, vscope, value, node=call)
+        """``pa.Table.from_pylist(records)``, ``pd.DataFrame(records)``...: each field is a column write."""
+        if not chains.looked_only(self.model, call):
+            for column, value, vscope in records.record_fields(self.model, self.values, call, scope):
+                self._add_write(column, vscope, value, node=call)
 
     def _on_widget(self, call: ast.Call, scope: Scope) -> None:
         """``dbutils.widgets.text(name, default, ...)``: what ``dbutils.widgets.get(name)`` may return."""
-        if not records.is_widgets(call.func.value):
-            return
-        name = records.widget_name(call, self.values, scope)
-        default = call.args[1] if len(call.args) > 1 else self.model.kwarg(call, "defaultValue")
-        if name is not None and default is not None:
-            self.widgets[name] = (default, scope)
+        self.widgets.update(records.widget_default(call, self.values, scope))
 
     def _on_option(self, call: ast.Call, scope: Scope) -> None:
         """``.option("replaceWhere", "...")`` on a writer: the predicate decides which rows are replaced."""

@@ -17,11 +17,14 @@ from upsertsink.lint.values import Values
 
 
 def record_fields(
-    model: SemanticModel, values: Values, node: ast.AST, scope: Scope
+    model: SemanticModel, values: Values, call: ast.Call, scope: Scope
 ) -> list[tuple[str, ast.AST, Scope]]:
-    """(field name, value expression, its scope) of every dict record the list ``node`` is built from: a list
-    literal of dicts, a list comprehension of a dict, or a list name filled by ``.append({...})``."""
+    """(field name, value expression, its scope) of every dict record of the list ``call`` turns into a table:
+    a list literal of dicts, a list comprehension of a dict, or a list name filled by ``.append({...})``."""
+    node = call.args[0] if call.args else model.kwarg(call, "data", "mapping")
     out: list[tuple[str, ast.AST, Scope]] = []
+    if node is None:
+        return out
     for record, rscope in _records(model, node, scope):
         if type(record) is ast.Dict:
             pairs = [(k, v) for k, v in zip(record.keys, record.values, strict=False) if k is not None]
@@ -74,6 +77,15 @@ def _is_record(node: ast.AST) -> bool:
 def is_widgets(node: ast.AST) -> bool:
     """Is ``node`` the notebook's widget object (``dbutils.widgets``)?"""
     return dotted(node) == WIDGETS_OBJECT
+
+
+def widget_default(call: ast.Call, values: Values, scope: Scope) -> dict[str, tuple[ast.AST, Scope]]:
+    """``dbutils.widgets.text(name, default, ...)`` (``dropdown``...): {name: (default, scope)}, else {}."""
+    if type(call.func) is not ast.Attribute or not is_widgets(call.func.value):
+        return {}
+    name = widget_name(call, values, scope)
+    default = call.args[1] if len(call.args) > 1 else SemanticModel.kwarg(call, "defaultValue")
+    return {name: (default, scope)} if name is not None and default is not None else {}
 
 
 def widget_name(call: ast.Call, values: Values, scope: Scope) -> str | None:
