@@ -70,7 +70,7 @@ METHODS: dict[str, str] = {
     "getArgument": "widget-read",
     "groupby": "frame",
     "groupBy": "frame",
-    "head": "look",
+    "head": "look transform",
     "hint": "frame pass keep",
     "insertInto": "frame store fact=table_write",
     "isEmpty": "look",

@@ -124,6 +124,7 @@ class Uses:
         """The scope of the nearest call at or around ``node``."""
         if self._call_scope is None:
             self._call_scope = {id(call): scope for call, scope in self.model.calls}
+            self._call_scope.update((id(sub), scope) for sub, scope in self.model.attr_subscripts)
         parent = self._parents()
         cur: ast.AST | None = node
         while cur is not None:
@@ -187,6 +188,8 @@ class Uses:
                 call = p  # model.transform(df): a fitted model's predictions, a new DataFrame
             elif t is ast.Assign and p.value is cur and [type(x) for x in p.targets] == [ast.Name]:
                 return p.targets[0].id, scope
+            elif t is ast.Expr and type(cur) is not ast.Call:
+                return False  # ``pdf.iloc[:5]`` alone on its line: a notebook shows it
             else:
                 return True
             cur, p = call, parent.get(id(call))

@@ -64,6 +64,10 @@ class Collector:
         model = self.model
         for call, scope in model.calls:
             self._process_call(call, scope, ctx)
+        for sub, scope in model.attr_subscripts:  # pdf.iloc[:10]: the rules' hooks of ``iloc`` read it
+            self._current = sub
+            for hook in METHOD_HOOKS.get(sub.value.attr, ()):
+                hook(ctx, sub, scope)
         for target, value, scope in model.sub_writes:
             sl = target.slice
             if type(sl) is ast.Tuple and sl.elts:  # pdf.loc[:, "col"] = ...

@@ -50,6 +50,7 @@ class SemanticModel:
         self.expr_stmts: set[int] = set()  # ids of calls that are a whole expression statement
         self.calls: list[tuple[ast.Call, Scope]] = []  # every call in source order, with its scope
         self.sub_writes: list[tuple[ast.Subscript, ast.AST, Scope]] = []  # ``pdf["col"] = value``
+        self.attr_subscripts: list[tuple[ast.Subscript, Scope]] = []  # ``pdf.iloc[:10]`` (read, not assigned)
         self.chain_parent: dict[int, ast.Call] = {}  # id(call) -> the call made on its result
         self.looked_args: set[int] = set()  # ids of calls passed to a look-only function (``display``)
         self.fn_scopes: dict[int, Scope] = {}  # id(lambda) -> its scope
@@ -89,6 +90,9 @@ class SemanticModel:
         elif t is ast.Expr:
             if type(node.value) is ast.Call:
                 self.expr_stmts.add(id(node.value))
+        elif t is ast.Subscript:
+            if type(node.value) is ast.Attribute and type(node.ctx) is ast.Load:
+                self.attr_subscripts.append((node, scope))
         elif t is ast.AnnAssign or t is ast.AugAssign:
             if node.value is not None:
                 self._bind_target(node.target, node.value, scope)

@@ -251,6 +251,35 @@ def test_constant_widget_defaults_and_other_gets_carry_nothing_of_a_widget() -> 
     assert got == [("ND001", 9, "x")]
 
 
+def test_pandas_head_and_iloc_on_an_unordered_frame_choose_the_written_rows() -> None:
+    # today: nothing. Mirrors Spark's limit(): ND008 warning column "*" at the method, no keys known.
+    source = text("pandas_head.py")
+    assert brief(lint_fixture("pandas_head.py")) == [
+        ("ND008", "warning", *at(source, "head(500)"), "column", "*"),
+        ("ND008", "warning", *at(source, "iloc[:200]"), "column", "*"),
+    ]
+
+
+PANDAS_LOOKS = """\
+import pandas as pd
+
+pdf = pd.read_parquet("/lake/orders")
+pdf.head()
+pdf.iloc[:5]
+print(pdf.head(20))
+by_index = pdf.sort_index().iloc[:100]
+rows = spark.table("dw.orders").head(5)
+spark.createDataFrame(rows).write.saveAsTable("dw.first_orders")
+write_deltalake("/lake/by_index", by_index)
+"""
+
+
+def test_pandas_picks_that_are_only_shown_sorted_or_spark_actions_are_clean() -> None:
+    # a notebook shows pdf.head() / pdf.iloc[:5] alone on a line; print() only looks; sort_index orders;
+    # Spark's head(5) is an action on a DataFrame that is not pandas
+    assert lint_text("pandas_looks.py", PANDAS_LOOKS) == []
+
+
 # ------------------------------------------------------------- guards the pending fixes must keep
 
 
