@@ -12,6 +12,7 @@ from upsertsink.lint.api import (
     LOOK_ONLY_FUNCTIONS,
     ORDER_METHODS,
     PASS_THROUGH,
+    STORE_METHODS,
     TRANSFORMS,
     WRITE_ATTRS,
 )
@@ -173,8 +174,12 @@ class Uses:
             t = type(p)
             if t is ast.Attribute and p.value is cur:  # cur.method(...)
                 call = parent.get(id(p))
-                if type(call) is not ast.Call or call.func is not p or p.attr not in PASS_THROUGH:
-                    return not (type(call) is ast.Call and call.func is p and p.attr in LOOK_ONLY_ACTIONS)
+                if type(call) is not ast.Call or call.func is not p:
+                    return True
+                if p.attr in LOOK_ONLY_ACTIONS:  # rows fetched to the driver are only looked at unless kept
+                    return self._fetched(call, scope)
+                if p.attr not in PASS_THROUGH:
+                    return True
             elif t is ast.Call and (cur in p.args or any(kw.value is cur for kw in p.keywords)):
                 f = p.func
                 if (type(f) is ast.Name and f.id in LOOK_ONLY_FUNCTIONS) or (
@@ -194,6 +199,17 @@ class Uses:
                 return True
             cur, p = call, parent.get(id(call))
         return True
+
+    def _fetched(self, call: ast.Call, scope: Scope) -> bool | tuple[str, Scope]:
+        """A look-only action's result (``df.toPandas()``, ``pdf.head(100)``): a name it is assigned to, a store
+        it is handed to (``write_deltalake(path, pdf.head(100))``), or else only looked at."""
+        p = self._parents().get(id(call))
+        if type(p) is ast.Assign and p.value is call and [type(x) for x in p.targets] == [ast.Name]:
+            return p.targets[0].id, scope
+        if type(p) is ast.Call and call in p.args:
+            f = p.func
+            return (f.id if type(f) is ast.Name else getattr(f, "attr", "")) in STORE_METHODS
+        return False
 
     def _parameter(self, call: ast.Call, arg: ast.AST, scope: Scope) -> tuple[str, Scope] | None:
         """The parameter of the local function ``call`` calls that receives ``arg`` (and its scope)."""

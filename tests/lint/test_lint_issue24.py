@@ -280,6 +280,31 @@ def test_pandas_picks_that_are_only_shown_sorted_or_spark_actions_are_clean() ->
     assert lint_text("pandas_looks.py", PANDAS_LOOKS) == []
 
 
+FETCHED = """\
+import uuid
+
+import pandas as pd
+from deltalake import write_deltalake
+from pyspark.sql import functions as F
+
+records = [{"event_id": str(uuid.uuid4())} for _ in range(3)]
+pdf = pd.DataFrame(records)
+write_deltalake("/lake/e", pdf.head(100))
+df = spark.table("t").withColumn("ts", F.current_timestamp())
+local = df.toPandas()
+write_deltalake("/lake/t", local)
+shown = spark.table("t").withColumn("seen", F.current_timestamp())
+n = shown.count()
+print(n)
+"""
+
+
+def test_rows_fetched_to_the_driver_and_written_are_followed() -> None:
+    # head()/toPandas() only look unless what they return is kept and written (count() printed: only looks)
+    got = [(f.rule, f.line, f.column_name) for f in lint_text("fetched.py", FETCHED)]
+    assert got == [("ND003", 7, "event_id"), ("ND008", 9, "*"), ("ND001", 10, "ts")]
+
+
 # ------------------------------------------------------------- guards the pending fixes must keep
 
 
