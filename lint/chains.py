@@ -60,6 +60,14 @@ def looked_only(model: SemanticModel, call: ast.Call) -> bool:
     return False
 
 
+def quick_look(model: SemanticModel, call: ast.Call, writes_table: bool) -> bool:
+    """Is ``spark.sql(...)`` a statement of its own whose SQL writes no table (a notebook's quick-look cell)?
+    Not when the notebook reads the last SQL cell's result (Databricks' implicit ``_sqldf``)."""
+    if writes_table or id(call) not in model.expr_stmts:
+        return False
+    return not any("_sqldf" in line for line in model.lines)
+
+
 def ordering(model: SemanticModel, node: ast.AST, scope: Scope) -> tuple[ast.Call, Scope] | None:
     """The ``orderBy``/``sort`` call that orders the DataFrame expression, if any."""
     for _ in range(50):

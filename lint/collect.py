@@ -485,14 +485,8 @@ class Collector:
         result = sqlmod.analyze_statements(text.text)
         if not result.ok:
             return
-        # a statement of its own whose SQL writes no table (a notebook's quick-look cell) only shows rows,
-        # unless the notebook reads the last SQL cell's result (Databricks' implicit ``_sqldf``)
-        looked = chains.looked_only(self.model, call) or (
-            id(call) in self.model.expr_stmts
-            and not result.tables_written
-            and not result.statements
-            and not any("_sqldf" in line for line in self.model.lines)
-        )
+        writes = bool(result.tables_written or result.statements)
+        looked = chains.looked_only(self.model, call) or chains.quick_look(self.model, call, writes)
         if not looked:
             for name, part in result.outputs:
                 self._add_write(name, scope, sql=(part, text), node=call)
