@@ -14,6 +14,9 @@ Each method name maps to its roles, words separated by spaces:
 - ``alias``: names the column expression it is called on;
 - ``map=KW/POS``: takes a merge map (column -> value) as keyword ``KW`` or positional argument ``POS``;
 - ``matched-update``: a matched-row update clause, whose condition says which version wins;
+- ``pandas``: returns a pandas DataFrame (a module function only when called on ``pandas``), whose
+  ``head(n)`` / ``iloc[:n]`` choose rows;
+- ``widget-read``: reads a notebook widget's value (``dbutils.widgets.get(name)``);
 - ``fact=NAME``: the fact extractor of :mod:`upsertsink.lint.collect` that reads the call (``_on_NAME``).
 
 The sets the stages use (``FRAME_METHODS``, ``PASS_THROUGH``...) are derived from the table; nothing else in
@@ -36,15 +39,18 @@ METHODS: dict[str, str] = {
     "coalesce": "frame pass keep",
     "collect": "frame look",
     "config": "fact=dbt_config",
+    "combobox": "fact=widget",
     "count": "frame look",
     "createDataFrame": "frame fact=to_df",
     "createOrReplaceTempView": "frame",
     "crossJoin": "frame",
+    "DataFrame": "fact=records pandas",
     "csv": "frame",
     "describe": "look",
     "display": "look",
     "distinct": "frame pass transform",
     "drop": "frame pass",
+    "dropdown": "fact=widget",
     "drop_duplicates": "frame pass rows transform",
     "dropDuplicates": "frame pass rows transform",
     "dropDuplicatesWithinWatermark": "frame rows",
@@ -58,9 +64,13 @@ METHODS: dict[str, str] = {
     "foreachBatch": "frame store",
     "forName": "frame fact=delta_table",
     "forPath": "frame fact=delta_table",
+    "from_pylist": "fact=records",
+    "from_records": "fact=records pandas",
+    "get": "widget-read",
+    "getArgument": "widget-read",
     "groupby": "frame",
     "groupBy": "frame",
-    "head": "look",
+    "head": "look transform",
     "hint": "frame pass keep",
     "insertInto": "frame store fact=table_write",
     "isEmpty": "look",
@@ -71,6 +81,7 @@ METHODS: dict[str, str] = {
     "localCheckpoint": "frame pass keep",
     "mapInArrow": "frame",
     "mapInPandas": "frame",
+    "multiselect": "fact=widget",
     "merge": "frame fact=merge",
     "name": "alias",
     "nlargest": "order",
@@ -87,6 +98,14 @@ METHODS: dict[str, str] = {
     "printSchema": "look",
     "randomSplit": "frame rows",
     "read": "frame",
+    "read_csv": "pandas",
+    "read_excel": "pandas",
+    "read_json": "pandas",
+    "read_parquet": "pandas",
+    "read_sql": "pandas",
+    "read_sql_query": "pandas",
+    "read_sql_table": "pandas",
+    "read_table": "pandas",
     "readStream": "frame",
     "register": "fact=register",
     "registerTempTable": "frame",
@@ -102,6 +121,7 @@ METHODS: dict[str, str] = {
     "selectExpr": "frame pass transform fact=select_expr",
     "show": "frame look",
     "sort": "frame pass transform order",
+    "sort_index": "order",
     "sort_values": "order",
     "sortWithinPartitions": "frame pass keep order",
     "sql": "frame fact=sql",
@@ -109,14 +129,15 @@ METHODS: dict[str, str] = {
     "summary": "look",
     "table": "frame",
     "take": "look",
-    "text": "frame",
+    "text": "frame fact=widget",
     "to_delta": "store",
+    "to_pandas": "pandas",
     "to_sql": "store",
     "to_table": "store",
     "toDF": "frame pass fact=to_df",
     "toJSON": "look",
     "toLocalIterator": "look",
-    "toPandas": "frame look",
+    "toPandas": "frame look pandas",
     "toTable": "store fact=table_write",
     "transform": "frame pass",
     "trigger": "frame",
@@ -174,6 +195,8 @@ ORDER_METHODS = _with("order")
 LOOK_ONLY_ACTIONS = _with("look")
 ALIAS_METHODS = _with("alias")
 MATCHED_UPDATES = _with("matched-update")
+PANDAS_FRAMES = _with("pandas")
+WIDGET_READS = _with("widget-read")
 MERGE_MAPS: dict[str, tuple[str, int]] = {
     m: (spec.split("/")[0], int(spec.split("/")[1])) for m, spec in _param("map=").items()
 }
@@ -192,6 +215,8 @@ ORDER_WRAPPERS = frozenset(
 LOOK_ONLY_FUNCTIONS = frozenset({"print", "display", "len", "repr", "pprint"})
 # Methods of other objects that only read a DataFrame they are given (an evaluator scoring predictions).
 LOOK_ONLY_CONSUMERS = frozenset({"evaluate", "assertDataFrameEqual", "assert_frame_equal"})
+# The object of a Databricks notebook's widgets (``dbutils.widgets.text(name, default)``, ``.get(name)``).
+WIDGETS_OBJECT = "dbutils.widgets"
 # Names a notebook (or a module that %runs another) uses without importing them: pyspark's conventions.
 CONVENTIONAL = {
     "F": "pyspark.sql.functions",

@@ -12,6 +12,7 @@ from upsertsink.lint.api import (
     LOOK_ONLY_FUNCTIONS,
     ORDER_METHODS,
     PASS_THROUGH,
+    STORE_METHODS,
     TRANSFORMS,
     WRITE_ATTRS,
 )
@@ -59,6 +60,14 @@ def looked_only(model: SemanticModel, call: ast.Call) -> bool:
     return False
 
 
+def quick_look(model: SemanticModel, call: ast.Call, writes_table: bool) -> bool:
+    """Is ``spark.sql(...)`` a statement of its own whose SQL writes no table (a notebook's quick-look cell)?
+    Not when the notebook reads the last SQL cell's result (Databricks' implicit ``_sqldf``)."""
+    if writes_table or id(call) not in model.expr_stmts:
+        return False
+    return not any("_sqldf" in line for line in model.lines)
+
+
 def ordering(model: SemanticModel, node: ast.AST, scope: Scope) -> tuple[ast.Call, Scope] | None:
     """The ``orderBy``/``sort`` call that orders the DataFrame expression, if any."""
     for _ in range(50):
@@ -101,12 +110,14 @@ class Uses:
 
     def __init__(self, model: SemanticModel) -> None:
         self.model = model
-        self._uses: dict[int, dict[str, bool]] = {}
+        self._loads: dict[int, dict[str, list]] = {}
+        self._parent: dict[int, ast.AST] | None = None
+        self._call_scope: dict[int, Scope] | None = None
 
     def discarded(self, anchor: ast.AST | None) -> bool:
         """Is the DataFrame made by ``anchor`` thrown away, or only looked at (``display(df)``, an evaluator's
-        ``evaluate(df)``, ``df.show()``)? A name that is never read again keeps its findings: in a snippet
-        the rest of the job is not shown."""
+        ``evaluate(df)``, ``df.show()``, a local helper that only evaluates what it is given)? A name that is
+        never read again keeps its findings: in a snippet the rest of the job is not shown."""
         if anchor is None:
             return False
         top = anchor
@@ -117,52 +128,114 @@ class Uses:
         if id(top) in self.model.expr_stmts:
             func = top.func
             return type(func) is ast.Attribute and func.attr in TRANSFORMS
-        owner = self.model.assigned_to.get(id(top))
-        if owner is None:
+        scope = self._scope_of(top)
+        if scope is None:
             return False
-        name, scope = owner
-        return self._name_uses(scope).get(name, True) is False
+        verdict = self._verdict(top, scope)
+        return verdict is not True and (verdict is False or not self._used(*verdict, frozenset()))
 
-    def _name_uses(self, scope: Scope) -> dict[str, bool]:
-        """Per name loaded in the scope's code: True when some load really uses it (not only looks at it)."""
-        key = id(scope)
-        found = self._uses.get(key)
-        if found is not None:
-            return found
-        root = scope.node if scope.node is not None else self.model.tree
-        parent: dict[int, ast.AST] = {}
-        for node in ast.walk(root):
-            for child in ast.iter_child_nodes(node):
-                parent[id(child)] = node
-        uses: dict[str, bool] = {}
-        for node in ast.walk(root):
-            if type(node) is ast.Name and type(node.ctx) is ast.Load:
-                real = not self._look_only_use(node, parent)
-                uses[node.id] = uses.get(node.id, False) or real
-        self._uses[key] = uses
-        return uses
+    def _scope_of(self, node: ast.AST) -> Scope | None:
+        """The scope of the nearest call at or around ``node``."""
+        if self._call_scope is None:
+            self._call_scope = {id(call): scope for call, scope in self.model.calls}
+            self._call_scope.update((id(sub), scope) for sub, scope in self.model.attr_subscripts)
+        parent = self._parents()
+        cur: ast.AST | None = node
+        while cur is not None:
+            found = self._call_scope.get(id(cur))
+            if found is not None:
+                return found
+            cur = parent.get(id(cur))
+        return None
 
-    @staticmethod
-    def _look_only_use(node: ast.Name, parent: dict[int, ast.AST]) -> bool:
-        p = parent.get(id(node))
-        if type(p) is ast.Call and node in p.args:
-            f = p.func
-            return (type(f) is ast.Name and f.id in LOOK_ONLY_FUNCTIONS) or (
-                type(f) is ast.Attribute and f.attr in LOOK_ONLY_CONSUMERS
-            )
-        cur: ast.AST = node
-        while type(p) is ast.Attribute and p.value is cur:
-            call = parent.get(id(p))
-            if type(call) is not ast.Call or call.func is not p:
-                return False
-            if p.attr in LOOK_ONLY_ACTIONS:
+    def _parents(self) -> dict[int, ast.AST]:
+        if self._parent is None:
+            self._parent = {}
+            for node in ast.walk(self.model.tree):
+                for child in ast.iter_child_nodes(node):
+                    self._parent[id(child)] = node
+        return self._parent
+
+    def _used(self, name: str, scope: Scope, seen: frozenset) -> bool:
+        """Is ``name`` (bound in ``scope``) really used: read somewhere other than to be looked at?"""
+        key = (id(scope), name)
+        loads = self._name_loads(scope).get(name)
+        if key in seen or loads is None:
+            return True  # never read (a snippet), or read into itself: kept
+        for verdict in loads:
+            if verdict is True or (verdict is not False and self._used(*verdict, seen | {key})):
                 return True
-            if p.attr not in PASS_THROUGH:
-                return False
-            cur, p = call, parent.get(id(call))
-        if type(p) is ast.Call and cur in p.args:
-            f = p.func
-            return (type(f) is ast.Name and f.id in LOOK_ONLY_FUNCTIONS) or (
-                type(f) is ast.Attribute and f.attr in LOOK_ONLY_CONSUMERS
-            )
         return False
+
+    def _name_loads(self, scope: Scope) -> dict[str, list]:
+        """Per name loaded in the scope's code, the verdict of each load (see :meth:`_verdict`)."""
+        found = self._loads.get(id(scope))
+        if found is None:
+            found = {}
+            for node in ast.walk(scope.node if scope.node is not None else self.model.tree):
+                if type(node) is ast.Name and type(node.ctx) is ast.Load:
+                    found.setdefault(node.id, []).append(self._verdict(node, scope))
+            self._loads[id(scope)] = found
+        return found
+
+    def _verdict(self, node: ast.AST, scope: Scope) -> bool | tuple[str, Scope]:
+        """What the code around ``node`` does with its value: True (uses it), False (only looks at it), or
+        the name (and scope) it is only handed on to: assigned to, or a local function's parameter."""
+        parent = self._parents()
+        cur, p = node, parent.get(id(node))
+        for _ in range(50):
+            t = type(p)
+            if t is ast.Attribute and p.value is cur:  # cur.method(...)
+                call = parent.get(id(p))
+                if type(call) is not ast.Call or call.func is not p:
+                    return True
+                if p.attr in LOOK_ONLY_ACTIONS:  # rows fetched to the driver are only looked at unless kept
+                    return self._fetched(call, scope)
+                if p.attr not in PASS_THROUGH:
+                    return True
+            elif t is ast.Call and (cur in p.args or any(kw.value is cur for kw in p.keywords)):
+                f = p.func
+                if (type(f) is ast.Name and f.id in LOOK_ONLY_FUNCTIONS) or (
+                    type(f) is ast.Attribute and f.attr in LOOK_ONLY_CONSUMERS
+                ):
+                    return False
+                if type(f) is ast.Name:
+                    return self._parameter(p, cur, scope) or True
+                if type(f) is not ast.Attribute or f.attr != "transform" or p.args[:1] != [cur]:
+                    return True
+                call = p  # model.transform(df): a fitted model's predictions, a new DataFrame
+            elif t is ast.Assign and p.value is cur and [type(x) for x in p.targets] == [ast.Name]:
+                return p.targets[0].id, scope
+            elif t is ast.Expr and type(cur) is not ast.Call:
+                return False  # ``pdf.iloc[:5]`` alone on its line: a notebook shows it
+            else:
+                return True
+            cur, p = call, parent.get(id(call))
+        return True
+
+    def _fetched(self, call: ast.Call, scope: Scope) -> bool | tuple[str, Scope]:
+        """A look-only action's result (``df.toPandas()``, ``pdf.head(100)``): a name it is assigned to, a store
+        it is handed to (``write_deltalake(path, pdf.head(100))``), or else only looked at."""
+        p = self._parents().get(id(call))
+        if type(p) is ast.Assign and p.value is call and [type(x) for x in p.targets] == [ast.Name]:
+            return p.targets[0].id, scope
+        if type(p) is ast.Call and call in p.args:
+            f = p.func
+            return (f.id if type(f) is ast.Name else getattr(f, "attr", "")) in STORE_METHODS
+        return False
+
+    def _parameter(self, call: ast.Call, arg: ast.AST, scope: Scope) -> tuple[str, Scope] | None:
+        """The parameter of the local function ``call`` calls that receives ``arg`` (and its scope)."""
+        name = call.func.id  # type: ignore[attr-defined]
+        owner = self.model.lookup(name, scope)
+        if owner is None or name not in owner.funcs:
+            return None
+        fn, fscope = owner.funcs[name]
+        if arg in call.args:
+            index = call.args.index(arg)
+            positional = len(fn.args.posonlyargs) + len(fn.args.args)
+            if any(type(a) is ast.Starred for a in call.args[: index + 1]) or index >= positional:
+                return None
+            return fscope.params[index], fscope
+        kw = next(k.arg for k in call.keywords if k.value is arg)
+        return (kw, fscope) if kw in fscope.params else None

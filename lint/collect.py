@@ -12,7 +12,7 @@ import ast
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from upsertsink.lint import chains
+from upsertsink.lint import chains, records
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.api import (
     ALIAS_METHODS,
@@ -61,6 +61,7 @@ class Collector:
         self.seeded: set[str] = set()
         self.writes_data = model.dbt_model
         self.rule_state: dict[str, object] = {}  # per-module scratch space of rule extractors, by rule
+        self.widgets: dict[str, tuple[ast.AST, Scope]] = {}
         self._current: ast.Call | None = None  # the call being read: the anchor of what it writes
 
     def collect(self, ctx: Context) -> Facts:
@@ -72,6 +73,10 @@ class Collector:
             found = model.pipeline_decorator(fscope)
             if found is not None and found[0] in PIPELINE_STORED:
                 self.writes_data = True  # a pipeline table's query function: its DataFrame is the table
+        for sub, scope in model.attr_subscripts:  # pdf.iloc[:10]: the rules' hooks of ``iloc`` read it
+            self._current = sub
+            for hook in METHOD_HOOKS.get(sub.value.attr, ()):
+                hook(ctx, sub, scope)
         for target, value, scope in model.sub_writes:
             sl = target.slice
             if type(sl) is ast.Tuple and sl.elts:  # pdf.loc[:, "col"] = ...
@@ -106,6 +111,7 @@ class Collector:
             seeded=frozenset(self.seeded),
             writes_data=self.writes_data,
             rule_state=self.rule_state,
+            widgets=MappingProxyType(dict(self.widgets)),
         )
 
     # ---- what rules' extractors record
@@ -207,6 +213,8 @@ class Collector:
         """``rdd.zipWithIndex().map(...).toDF([..., "row_id"])`` / ``createDataFrame(rdd, [..., "row_id"])``:
         the position index (appended last by convention) becomes the last named column."""
         m = call.func.attr
+        if m == "createDataFrame":
+            self._on_records(call, scope)
         if m == "toDF":
             receiver, names_nodes = call.func.value, list(call.args)
         elif len(call.args) > 1:
@@ -243,6 +251,16 @@ class Collector:
                         )
                     )
         return out
+
+    def _on_records(self, call: ast.Call, scope: Scope) -> None:
+        """``pa.Table.from_pylist(records)``, ``pd.DataFrame(records)``...: each field is a column write."""
+        if not chains.looked_only(self.model, call):
+            for column, value, vscope in records.record_fields(self.model, self.values, call, scope):
+                self._add_write(column, vscope, value, node=call)
+
+    def _on_widget(self, call: ast.Call, scope: Scope) -> None:
+        """``dbutils.widgets.text(name, default, ...)``: what ``dbutils.widgets.get(name)`` may return."""
+        self.widgets.update(records.widget_default(call, self.values, scope))
 
     def _on_option(self, call: ast.Call, scope: Scope) -> None:
         """``.option("replaceWhere", "...")`` on a writer: the predicate decides which rows are replaced."""
@@ -575,7 +593,8 @@ class Collector:
         result = sqlmod.analyze_statements(text.text)
         if not result.ok:
             return
-        looked = chains.looked_only(self.model, call)
+        writes = bool(result.tables_written or result.statements)
+        looked = chains.looked_only(self.model, call) or chains.quick_look(self.model, call, writes)
         if not looked:
             for name, part in result.outputs:
                 self._add_write(name, scope, sql=(part, text), node=call)

@@ -133,6 +133,8 @@ class Facts:
     writes_data: bool  # the module stores data (a table, a dbt model): key-name patterns apply
     # rule code -> what its extractors found (and its memos): owned by that rule alone
     rule_state: dict = field(default_factory=dict)
+    # notebook widget name -> (its default value, scope): what ``dbutils.widgets.get(name)`` may return
+    widgets: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     by_column: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:

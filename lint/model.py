@@ -57,6 +57,7 @@ class SemanticModel:
         self.expr_stmts: set[int] = set()  # ids of calls that are a whole expression statement
         self.calls: list[tuple[ast.Call, Scope]] = []  # every call in source order, with its scope
         self.sub_writes: list[tuple[ast.Subscript, ast.AST, Scope]] = []  # ``pdf["col"] = value``
+        self.attr_subscripts: list[tuple[ast.Subscript, Scope]] = []  # ``pdf.iloc[:10]`` (read, not assigned)
         self.chain_parent: dict[int, ast.Call] = {}  # id(call) -> the call made on its result
         self.looked_args: set[int] = set()  # ids of calls passed to a look-only function (``display``)
         self.fn_scopes: dict[int, Scope] = {}  # id(lambda) -> its scope
@@ -98,6 +99,9 @@ class SemanticModel:
         elif t is ast.Expr:
             if type(node.value) is ast.Call:
                 self.expr_stmts.add(id(node.value))
+        elif t is ast.Subscript:
+            if type(node.value) is ast.Attribute and type(node.ctx) is ast.Load:
+                self.attr_subscripts.append((node, scope))
         elif t is ast.AnnAssign or t is ast.AugAssign:
             if node.value is not None:
                 self._bind_target(node.target, node.value, scope)
@@ -468,6 +472,12 @@ def top_function(scope: Scope | None) -> Scope | None:
             return scope
         scope = scope.parent
     return None
+
+
+def dotted(node: ast.AST) -> str | None:
+    """The text of a Name/Attribute chain (``dbutils.widgets``), or None for any other expression."""
+    name, parts = _dotted(node)
+    return None if name is None else ".".join([name.id, *reversed(parts)])
 
 
 def _dotted(node: ast.AST) -> tuple[ast.Name | None, list[str]]:

@@ -27,6 +27,7 @@ SPECIAL = frozenset(
         ast.Global,
         ast.Nonlocal,
         ast.Expr,
+        ast.Subscript,
     }
 )
 # Nodes that can hold nothing collect() needs: names, constants, contexts and operators.

@@ -12,8 +12,9 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
+from upsertsink.lint import records
 from upsertsink.lint import sql as sqlmod
-from upsertsink.lint.api import FRAME_METHODS
+from upsertsink.lint.api import FRAME_METHODS, WIDGET_READS
 from upsertsink.lint.catalogue import (
     FIX_HOOKS,
     METHOD_SOURCES,
@@ -289,6 +290,11 @@ class Taint:
         source = self.source_of_call(call, q)
         if source is not None:
             out.add(source)
+        if (
+            self.facts.widgets
+            and (func.attr if ft is ast.Attribute else getattr(func, "id", "")) in WIDGET_READS
+        ):
+            out |= self._widget_taint(call, scope)
         sname = self.model.spark_name(q)
         args = call.args
         if sname is not None:
@@ -358,6 +364,16 @@ class Taint:
         for kw in call.keywords:
             out |= self.of(kw.value, scope)
         return frozenset(out)
+
+    def _widget_taint(self, call: ast.Call, scope: Scope) -> frozenset:
+        """``dbutils.widgets.get(name)`` / ``getArgument(name)``: the default the notebook gave the widget."""
+        func = call.func
+        if type(func) is ast.Attribute and not records.is_widgets(func.value):
+            return EMPTY
+        if type(func) is ast.Name and self.model.lookup(func.id, scope) is not None:
+            return EMPTY
+        widget = self.facts.widgets.get(records.widget_name(call, self.values, scope) or "")
+        return self.of(widget[0], widget[1]) if widget is not None else EMPTY
 
     def _over_taint(self, call: ast.Call, scope: Scope) -> frozenset:
         func = call.func

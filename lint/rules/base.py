@@ -52,6 +52,7 @@ class Catalogue:
 
 
 # A method hook: (analysis, call, scope) -> None; it records row effects or writes through the analysis.
+# A hook of an attribute that is subscripted (``iloc`` in ``pdf.iloc[:10]``) gets the subscript, not a call.
 MethodHook = Callable[[Any, Any, Any], None]
 # A module hook: (analysis) -> None; runs once after every call was seen and the keys were collected, and
 # reports what it finds with ``analysis.report(...)`` (the non-idempotent writes are found this way).

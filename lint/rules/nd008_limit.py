@@ -1,4 +1,4 @@
-"""ND008: ``limit(n)`` without an ordering before it."""
+"""ND008: ``limit(n)`` without an ordering before it (pandas' ``head(n)`` / ``iloc[:n]`` alike)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from upsertsink.lint import chains
+from upsertsink.lint.api import PANDAS_FRAMES
 from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
@@ -19,7 +20,44 @@ def _limit_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
     first = call.args[0]
     if type(first) is ast.Constant and first.value == 0:
         return
-    ordered = chains.ordering(ctx.model, call.func.value, scope)
+    _choose(ctx, call.func.value, scope, f"{call.func.attr}() without orderBy", ctx.model.method_span(call))
+
+
+def _head_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
+    """pandas' ``head(n)`` on a frame read in no order (Spark's ``head(n)`` is an action that only looks)."""
+    first = call.args[0] if call.args else ctx.model.kwarg(call, "n")
+    if chains.looked_only(ctx.model, call) or (type(first) is ast.Constant and first.value == 0):
+        return
+    if _pandas(ctx, call.func.value, scope):
+        _choose(ctx, call.func.value, scope, "head() without sort_values", ctx.model.method_span(call))
+
+
+def _iloc_hook(ctx: Context, sub: ast.Subscript, scope: Any) -> None:
+    """pandas' ``iloc[:n]`` (the first n rows) on a frame read in no order."""
+    sl = sub.slice.elts[0] if type(sub.slice) is ast.Tuple and sub.slice.elts else sub.slice
+    if type(sl) is not ast.Slice or sl.upper is None or sl.step is not None:
+        return
+    if sl.lower is not None and not (type(sl.lower) is ast.Constant and sl.lower.value == 0):
+        return
+    frame = sub.value.value  # type: ignore[attr-defined]
+    if _pandas(ctx, frame, scope):
+        _, _, line, end = ctx.model.span(sub.value)
+        span = (line, end - len("iloc"), *ctx.model.span(sub)[2:])
+        _choose(ctx, frame, scope, "iloc[:n] without sort_values", span)
+
+
+def _pandas(ctx: Context, frame: ast.AST, scope: Any) -> bool:
+    """Is ``frame`` a pandas DataFrame (``toPandas()``, ``to_pandas()``, ``pd.read_*``, ``pd.DataFrame``)?"""
+    for step, where in chains.down_chain(ctx.model, frame, scope):
+        if type(step) is ast.Call and type(step.func) is ast.Attribute and step.func.attr in PANDAS_FRAMES:
+            q = ctx.model.qualname(step.func, where)
+            return q is None or q.startswith("pandas.")
+    return False
+
+
+def _choose(ctx: Context, frame: ast.AST, scope: Any, what: str, span: tuple[int, int, int, int]) -> None:
+    """The first rows of ``frame`` are kept: exact after an ordering, else an arbitrary set."""
+    ordered = chains.ordering(ctx.model, frame, scope)
     if ordered is not None:
         order_call, order_scope = ordered
         # orderBy(F.rand()).limit(n) is a random sample: the ordering's sources decide the rows
@@ -27,10 +65,7 @@ def _limit_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
         # (whether any source reaches the ordering is asked once every fact and key is known)
         ctx.facts.add_row_effect("limit", order_scope, expr=keys)
         return
-    own = ctx.model.source(
-        RULE.code, call, what=f"{call.func.attr}() without orderBy", span=ctx.model.method_span(call)
-    )
-    ctx.facts.add_row_effect("limit", scope, own=own)
+    ctx.facts.add_row_effect("limit", scope, own=ctx.model.source(RULE.code, frame, what=what, span=span))
 
 
 RULE = Rule(
@@ -43,10 +78,12 @@ Without `orderBy`, `limit(n)` returns whichever n rows the first tasks produce. 
 action that looks at the data (`show()`, `collect()`, `toPandas()`, `count()`, `display(...)`...) are not
 reported, nor is `limit(0)` (it selects nothing, e.g. to take a schema). The
 ordering is searched along the method chain and through one variable (`ordered = df.orderBy(...)`;
-`ordered.limit(10)`).
+`ordered.limit(10)`). pandas' `head(n)` and `iloc[:n]` choose rows the same way on a frame known to be pandas
+(`toPandas()`, `to_pandas()`, `pd.read_*`, `pd.DataFrame(...)`) unless `sort_values`/`sort_index` comes first;
+Spark's `head(n)` is an action that only looks.
 """,
     why="A replay can write a different subset of rows.",
-    method_hooks={"limit": _limit_hook},
+    method_hooks={"limit": _limit_hook, "head": _head_hook, "iloc": _iloc_hook},
     catalogue=Catalogue(sql_clauses=frozenset({"limit"})),
     fix={
         "rows": "order before limiting with a tie-free ordering: `df.orderBy('id').limit(n)`.",
@@ -62,10 +99,31 @@ ordering is searched along the method chain and through one variable (`ordered =
             "id",
         ),
         Invalid("top = spark.sql('SELECT id, v FROM t LIMIT 10')\n", 1, 38, "key", "id", keys=("id",)),
+        Invalid(
+            "import pandas as pd\nfrom deltalake import write_deltalake\n"
+            "pdf = pd.read_parquet('/lake/orders')\n"
+            "write_deltalake('/lake/orders_sample', pdf.head(500))\n",
+            4,
+            44,
+            "column",
+            "*",
+        ),
+        Invalid(
+            "orders = dt.to_pandas()\nfirst = orders.iloc[:200]\nwrite_deltalake('/lake/first', first)\n",
+            2,
+            16,
+            "column",
+            "*",
+        ),
     ),
     valid=(
         Valid("batch = df.orderBy('id').limit(1000)\n", keys=("id",)),
         Valid("df.limit(20).show()\nprint(df.limit(5).collect())\n", keys=("id",)),
         Valid("empty = df.limit(0)\nempty.write.saveAsTable('schema_only')\n", keys=("id",)),
+        Valid(
+            "pdf = dt.to_pandas()\nfirst = pdf.sort_values(['id']).head(500)\n"
+            "write_deltalake('/lake/first', first)\npdf.head()\n"
+        ),
+        Valid("rows = spark.table('t').head(5)\nspark.createDataFrame(rows).write.saveAsTable('t5')\n"),
     ),
 )

@@ -342,7 +342,7 @@ def test_add_noqa_in_a_jupyter_notebook(project: Path) -> None:
                 "execution_count": None,
                 "metadata": {},
                 "outputs": [],
-                "source": ["%%sql\n", "SELECT uuid() AS id FROM t"],
+                "source": ["%%sql\n", "INSERT INTO ids SELECT uuid() AS id FROM t"],
             },
         ],
         "metadata": {"language_info": {"name": "python"}},
@@ -375,14 +375,14 @@ def test_databricks_export_python_cells_are_fixed_and_annotated_sql_cells_left_a
         "# COMMAND ----------\n"
         "\n"
         "# MAGIC %sql\n"
-        "# MAGIC SELECT id, current_timestamp() AS ts FROM t\n"
+        "# MAGIC INSERT INTO ts SELECT id, current_timestamp() AS ts FROM t\n"
     )
     result = run("nb_export.py", "--add-noqa")
     assert "nb_export.py:8: no noqa added" in result.stderr
     lines = job.read_text().splitlines()
     assert lines[2] == "scored = df.withColumn('noise', F.rand())  # noqa: ND002"
-    assert lines[7] == "# MAGIC SELECT id, current_timestamp() AS ts FROM t"
+    assert lines[7] == "# MAGIC INSERT INTO ts SELECT id, current_timestamp() AS ts FROM t"
     job.write_text(job.read_text().replace("  # noqa: ND002", ""))
     run("nb_export.py", "--fix", "--unsafe-fixes")
     assert "F.rand(seed=" in job.read_text().splitlines()[2]
-    assert job.read_text().splitlines()[7] == "# MAGIC SELECT id, current_timestamp() AS ts FROM t"
+    assert job.read_text().splitlines()[7] == "# MAGIC INSERT INTO ts SELECT id, current_timestamp() AS ts FROM t"

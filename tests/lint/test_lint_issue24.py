@@ -112,6 +112,202 @@ def test_a_databricks_export_with_shell_lines_through_the_cli(
     assert result.exit_code == 1
 
 
+# ------------------------------------------------------------- 4. display-only SQL and evaluators
+
+
+def test_a_quick_look_sql_cell_in_a_databricks_export_writes_nothing() -> None:
+    # today: ND008 warning column * at the quick look's LIMIT 10 (and at the INSERT's LIMIT 100, which is right)
+    source = text("quicklook_export.py")
+    insert_line, _ = at(source, "LIMIT 100")
+    assert [(f.rule, f.line) for f in lint_fixture("quicklook_export.py")] == [("ND008", insert_line)]
+
+
+def test_quick_look_sql_cells_in_a_jupyter_notebook_write_nothing() -> None:
+    # today: ND008 warning in cell 3 (line 2) and cell 4 (line 5)
+    assert brief(lint_fixture("quicklook.ipynb")) == []
+
+
+def test_a_select_cell_read_back_through_sqldf_is_written() -> None:
+    # Databricks keeps the last SQL cell's result as the DataFrame _sqldf: then the SELECT is not a quick look
+    source = (
+        "# Databricks notebook source\n"
+        "# MAGIC %sql\n"
+        "# MAGIC SELECT order_id, amount FROM dw.orders LIMIT 10\n"
+        "\n"
+        "# COMMAND ----------\n"
+        "\n"
+        "_sqldf.write.mode('append').saveAsTable('dw.orders_sample')\n"
+    )
+    assert [(f.rule, f.line) for f in lint_text("sqldf.py", source)] == [("ND008", 3)]
+
+
+def test_a_select_statement_thrown_away_in_python_writes_nothing() -> None:
+    source = (
+        "from pyspark.sql import functions as F\n"
+        "spark.sql('SELECT id, rand() AS r FROM t LIMIT 10')\n"
+        "top = spark.sql('SELECT id, rand() AS r FROM t LIMIT 10')\n"
+        "top.write.saveAsTable('dw.top')\n"
+    )
+    assert sorted({(f.rule, f.line) for f in lint_text("job.py", source)}) == [("ND002", 3), ("ND008", 3)]
+
+
+def test_an_evaluator_fed_through_a_helper_decides_no_written_rows() -> None:
+    # today: ND008 warning column * at test_df.limit(1000) (line 14)
+    assert brief(lint_fixture("evaluate_helper.py")) == []
+
+
+HELPERS = """\
+def save(df, table):
+    out = df.withColumn("n", F.lit(1))
+    out.write.saveAsTable(table)
+
+
+def score(model, df):
+    return model.transform(df)
+
+
+save(spark.table("a").limit(10), "dw.a")
+scored = score(model, spark.table("b").limit(10))
+scored.write.saveAsTable("dw.b")
+sample = spark.table("c").limit(10)
+preview = sample.select("x")
+display(preview)
+"""
+
+
+def test_a_helper_that_writes_or_returns_what_it_is_given_keeps_the_row_choice() -> None:
+    # followed into the helper: a write (line 10) and a returned DataFrame written (line 11) stay reported;
+    # a limit only handed on through names to display() (line 13) writes nothing
+    assert [(f.rule, f.line) for f in lint_text("helpers.py", HELPERS)] == [("ND008", 10), ("ND008", 11)]
+
+
+# ------------------------------------------------------------- 4. values outside DataFrames
+
+
+def test_python_records_written_with_write_deltalake() -> None:
+    # today: nothing
+    source = text("records_arrow.py")
+    assert brief(lint_fixture("records_arrow.py")) == [
+        ("ND003", "warning", *at(source, "uuid.uuid4()"), "column", "event_id"),
+        ("ND001", "warning", *at(source, "datetime.now("), "column", "loaded_at"),
+    ]
+
+
+def test_python_records_merged_on_a_generated_key() -> None:
+    # today: nothing
+    source = text("records_pandas_merge.py")
+    assert brief(lint_fixture("records_pandas_merge.py", key_patterns=())) == [
+        ("ND003", "error", *at(source, "uuid.uuid4()"), "key", "check_key"),
+        ("ND001", "warning", *at(source, "datetime.now()"), "column", "checked_at"),
+    ]
+
+
+def test_a_widget_default_from_the_wall_clock_reaches_a_column() -> None:
+    # today: nothing
+    source = text("widget_default.py")
+    assert brief(lint_fixture("widget_default.py")) == [
+        ("ND001", "warning", *at(source, "datetime.now()"), "column", "run_ts")
+    ]
+
+
+RECORDS = """\
+import uuid
+from datetime import datetime
+
+import pandas as pd
+
+clean = [{"id": r["id"], "v": r["v"] * 2} for r in rows]
+spark.createDataFrame(clean).write.saveAsTable("dw.clean")
+shown = pd.DataFrame([{"at": datetime.now()}])
+print(shown)
+rows_out = [dict(run_id=str(uuid.uuid4()), n=1)]
+spark.createDataFrame(rows_out).write.saveAsTable("dw.runs")
+"""
+
+
+def test_records_are_followed_only_where_a_source_reaches_a_written_field() -> None:
+    # deterministic records are clean, records only printed write nothing, dict(...) records count too
+    assert [(f.rule, f.line, f.column_name) for f in lint_text("records.py", RECORDS)] == [
+        ("ND003", 10, "run_id")
+    ]
+
+
+WIDGETS = """\
+# Databricks notebook source
+from datetime import datetime
+
+from pyspark.sql import functions as F
+
+dbutils.widgets.dropdown("env", "dev", ["dev", "prod"])
+env = dbutils.widgets.get("env")
+other = dbutils.widgets.get("missing")
+cfg = {"a": datetime.now()}
+x = cfg.get("a")
+out = spark.table("t").withColumn("env", F.lit(env)).withColumn("o", F.lit(other))
+out.withColumn("x", F.lit(x)).write.saveAsTable("dw.t")
+"""
+
+
+def test_constant_widget_defaults_and_other_gets_carry_nothing_of_a_widget() -> None:
+    # a constant default is clean; a dict's .get is not a widget read (its own value is followed as before)
+    got = [(f.rule, f.line, f.column_name) for f in lint_text("widgets.py", WIDGETS)]
+    assert got == [("ND001", 9, "x")]
+
+
+def test_pandas_head_and_iloc_on_an_unordered_frame_choose_the_written_rows() -> None:
+    # today: nothing. Mirrors Spark's limit(): ND008 warning column "*" at the method, no keys known.
+    source = text("pandas_head.py")
+    assert brief(lint_fixture("pandas_head.py")) == [
+        ("ND008", "warning", *at(source, "head(500)"), "column", "*"),
+        ("ND008", "warning", *at(source, "iloc[:200]"), "column", "*"),
+    ]
+
+
+PANDAS_LOOKS = """\
+import pandas as pd
+
+pdf = pd.read_parquet("/lake/orders")
+pdf.head()
+pdf.iloc[:5]
+print(pdf.head(20))
+by_index = pdf.sort_index().iloc[:100]
+rows = spark.table("dw.orders").head(5)
+spark.createDataFrame(rows).write.saveAsTable("dw.first_orders")
+write_deltalake("/lake/by_index", by_index)
+"""
+
+
+def test_pandas_picks_that_are_only_shown_sorted_or_spark_actions_are_clean() -> None:
+    # a notebook shows pdf.head() / pdf.iloc[:5] alone on a line; print() only looks; sort_index orders;
+    # Spark's head(5) is an action on a DataFrame that is not pandas
+    assert lint_text("pandas_looks.py", PANDAS_LOOKS) == []
+
+
+FETCHED = """\
+import uuid
+
+import pandas as pd
+from deltalake import write_deltalake
+from pyspark.sql import functions as F
+
+records = [{"event_id": str(uuid.uuid4())} for _ in range(3)]
+pdf = pd.DataFrame(records)
+write_deltalake("/lake/e", pdf.head(100))
+df = spark.table("t").withColumn("ts", F.current_timestamp())
+local = df.toPandas()
+write_deltalake("/lake/t", local)
+shown = spark.table("t").withColumn("seen", F.current_timestamp())
+n = shown.count()
+print(n)
+"""
+
+
+def test_rows_fetched_to_the_driver_and_written_are_followed() -> None:
+    # head()/toPandas() only look unless what they return is kept and written (count() printed: only looks)
+    got = [(f.rule, f.line, f.column_name) for f in lint_text("fetched.py", FETCHED)]
+    assert got == [("ND003", 7, "event_id"), ("ND008", 9, "*"), ("ND001", 10, "ts")]
+
+
 # ------------------------------------------------------------- guards the pending fixes must keep
 
 

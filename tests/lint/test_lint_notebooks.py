@@ -40,7 +40,7 @@ NB = notebook(
             "orders.write.mode('append').saveAsTable('dw.orders')\n"
         ),
     ),
-    ("code", "%%sql\nSELECT order_id,\n       current_timestamp() AS loaded_at\nFROM dw.orders\n"),
+    ("code", "%%sql\nINSERT INTO dw.loaded SELECT order_id,\n       current_timestamp() AS loaded_at\nFROM dw.orders\n"),
     ("code", "files = !ls /dbfs/landing\nfor f in files:\n    !echo {f}\n"),
     ("code", "%md\nnot python at all: )))\n"),
     ("code", "baseline = orders.withColumn('score', F.rand())\ndisplay(baseline)\n"),
@@ -126,9 +126,9 @@ def test_invalid_notebook_json_is_a_parse_error() -> None:
 
 
 def test_sql_notebook_language_makes_every_cell_sql() -> None:
-    src = notebook(("code", "SELECT id, rand() AS r FROM t\n"), language="sql")
+    src = notebook(("code", "INSERT INTO r SELECT id, rand() AS r FROM t\n"), language="sql")
     [f] = check_bytes("q.ipynb", src.encode(), [], []).findings
-    assert (f.rule, f.cell, f.line, f.column, f.column_name) == ("ND002", 1, 1, 12, "r")
+    assert (f.rule, f.cell, f.line, f.column, f.column_name) == ("ND002", 1, 1, 26, "r")
 
 
 DBX = """\
@@ -159,7 +159,7 @@ orders.write.saveAsTable("dw.orders")
 
 # COMMAND ----------
 
-# MAGIC %sql SELECT order_id, rand() AS r FROM dw.orders
+# MAGIC %sql INSERT INTO dw.r SELECT order_id, rand() AS r FROM dw.orders
 """
 SETUP = """\
 # Databricks notebook source
@@ -177,7 +177,7 @@ def test_databricks_export_sql_cells_keep_their_lines() -> None:
     assert got == [
         (16, 48, "ND003", "key", "order_sk"),  # F is pyspark's functions by convention in a notebook
         (24, 50, "ND001", "column", "touched"),  # SQL inside "# MAGIC " lines, columns of the file
-        (28, 31, "ND002", "column", "r"),  # SQL on the %sql line itself
+        (28, 48, "ND002", "column", "r"),  # SQL on the %sql line itself
     ]
     assert all(f.cell is None for f in findings)
 

@@ -462,7 +462,7 @@ CELLS = [  # (code cell?, language, text)
         "python",
         '%pip install x\norders = spark.table("raw.orders").withColumn("order_id", F.lit(str(uuid.uuid4())))',
     ),
-    (True, "sql", "SELECT now() AS loaded_at FROM raw.orders"),
+    (True, "sql", "INSERT INTO dw.loaded SELECT now() AS loaded_at FROM raw.orders"),
     (True, "python", 'UpsertSink("/lake/orders", keys=["order_id"]).write(orders)\n'),
 ]
 
@@ -500,7 +500,7 @@ def test_notebook_document_gets_diagnostics_per_cell(tmp_path: Path) -> None:
         assert (uuid.range.start.line, uuid.range.start.character) == (1, 68)  # line 2 of its cell
         assert uuid.severity == t.DiagnosticSeverity.Error
         sql = per_cell[3][0]
-        assert (sql.range.start.line, sql.range.start.character) == (0, 7)  # now() in the SQL cell
+        assert (sql.range.start.line, sql.range.start.character) == (0, 29)  # now() in the SQL cell
         # the uuid's suppression comment: an edit of that cell only
         actions = await s.actions(cell_uris[2], uuid)
         (noqa,) = [a for a in actions if "noqa" in a.title]

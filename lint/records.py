@@ -1,0 +1,95 @@
+"""Python values that become rows or columns outside any DataFrame method: lists of dict records turned into a
+table (``pa.Table.from_pylist(records)``, ``pd.DataFrame(records)``, ``spark.createDataFrame(records)``) and
+Databricks notebook widgets (``dbutils.widgets.text(name, default)`` read back by ``dbutils.widgets.get``).
+
+Syntax only, as the collection pass needs it: which expression a record's field or a widget's default is;
+whether a nondeterministic source reaches it is :mod:`upsertsink.lint.taint`'s question.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from upsertsink.lint.api import WIDGETS_OBJECT
+from upsertsink.lint.model import SemanticModel, dotted
+from upsertsink.lint.scopes import Scope
+from upsertsink.lint.values import Values
+
+
+def record_fields(
+    model: SemanticModel, values: Values, call: ast.Call, scope: Scope
+) -> list[tuple[str, ast.AST, Scope]]:
+    """(field name, value expression, its scope) of every dict record of the list ``call`` turns into a table:
+    a list literal of dicts, a list comprehension of a dict, or a list name filled by ``.append({...})``."""
+    node = call.args[0] if call.args else model.kwarg(call, "data", "mapping")
+    out: list[tuple[str, ast.AST, Scope]] = []
+    if node is None:
+        return out
+    for record, rscope in _records(model, node, scope):
+        if type(record) is ast.Dict:
+            pairs = [(k, v) for k, v in zip(record.keys, record.values, strict=False) if k is not None]
+        else:  # dict(name=value, ...)
+            pairs = [(ast.Constant(value=kw.arg), kw.value) for kw in record.keywords if kw.arg]
+        for key, value in pairs:
+            names = values.const_strings(key, rscope)
+            if names:
+                out.append((names[0], value, rscope))
+    return out
+
+
+def _records(model: SemanticModel, node: ast.AST, scope: Scope) -> list[tuple[ast.AST, Scope]]:
+    t = type(node)
+    if t is ast.List:
+        return [(e, scope) for e in node.elts if _is_record(e)]
+    if t is ast.ListComp:
+        return [(node.elt, scope)] if _is_record(node.elt) else []
+    if t is not ast.Name:
+        return []
+    owner = model.lookup(node.id, scope)
+    if owner is None or node.id not in owner.assigns:
+        return []
+    out: list[tuple[ast.AST, Scope]] = []
+    for value in owner.assigns[node.id]:
+        if type(value) is ast.List or type(value) is ast.ListComp:
+            out += _records(model, value, owner)
+    for call, cscope in model.calls:  # records.append({...})
+        func = call.func
+        if (
+            type(func) is ast.Attribute
+            and func.attr == "append"
+            and type(func.value) is ast.Name
+            and func.value.id == node.id
+            and len(call.args) == 1
+            and model.lookup(node.id, cscope) is owner
+        ):
+            record = model.resolve_dict(call.args[0], cscope)
+            if _is_record(record):
+                out.append((record, cscope))
+    return out
+
+
+def _is_record(node: ast.AST) -> bool:
+    if type(node) is ast.Dict:
+        return True
+    return type(node) is ast.Call and type(node.func) is ast.Name and node.func.id == "dict" and not node.args
+
+
+def is_widgets(node: ast.AST) -> bool:
+    """Is ``node`` the notebook's widget object (``dbutils.widgets``)?"""
+    return dotted(node) == WIDGETS_OBJECT
+
+
+def widget_default(call: ast.Call, values: Values, scope: Scope) -> dict[str, tuple[ast.AST, Scope]]:
+    """``dbutils.widgets.text(name, default, ...)`` (``dropdown``...): {name: (default, scope)}, else {}."""
+    if type(call.func) is not ast.Attribute or not is_widgets(call.func.value):
+        return {}
+    name = widget_name(call, values, scope)
+    default = call.args[1] if len(call.args) > 1 else SemanticModel.kwarg(call, "defaultValue")
+    return {name: (default, scope)} if name is not None and default is not None else {}
+
+
+def widget_name(call: ast.Call, values: Values, scope: Scope) -> str | None:
+    """The constant name a widget call (``text(name, ...)``, ``get(name)``) is about."""
+    node = call.args[0] if call.args else SemanticModel.kwarg(call, "name", "argName")
+    names = values.const_strings(node, scope) if node is not None else None
+    return names[0] if names else None
