@@ -615,3 +615,30 @@ def test_pipeline_files_are_not_skipped_by_the_prefilter() -> None:
     assert has_trigger(b"dp.create_auto_cdc_flow(target='t', source='s', keys=['id'], sequence_by='v')")
     assert has_trigger(b"import dlt\n@dlt.table\ndef t():\n    df.write.insertInto('x')\n")
     assert has_trigger(b"from pyspark import pipelines as dp\n")
+
+
+# ------------------------------------------------------------- the house: one table, one extractor per fact
+
+
+def test_every_fact_the_api_table_names_has_its_extractor_and_none_is_unused() -> None:
+    from upsertsink.lint.api import FACTS
+    from upsertsink.lint.collect import EXTRACTORS
+
+    assert set(FACTS.values()) == set(EXTRACTORS)
+
+
+def test_no_module_of_the_linter_is_over_about_500_lines() -> None:
+    lint = Path(__file__).resolve().parents[2] / "lint"
+    sizes = {
+        p.relative_to(lint).as_posix(): len(p.read_text(encoding="utf-8").splitlines())
+        for p in lint.rglob("*.py")
+    }
+    assert {name: n for name, n in sizes.items() if n > 520} == {}
+
+
+def test_rules_are_one_per_file_and_named_by_their_code() -> None:
+    from upsertsink.lint.rules import ALL_RULES
+
+    rules = Path(__file__).resolve().parents[2] / "lint" / "rules"
+    files = sorted(p.stem for p in rules.glob("nd[0-9][0-9][0-9]_*.py"))
+    assert [f[:5].upper() for f in files] == [r.code for r in ALL_RULES]

@@ -1,0 +1,177 @@
+"""Fact extractors for the calls that create, rename or choose columns: ``withColumn(s)``, ``select``,
+``selectExpr``, ``assign``, ``agg``, ``toDF``/``createDataFrame``, records turned into tables, registered
+UDFs and seeds. Each ``on_NAME(col, call, scope)`` is the extractor the API table names ``fact=NAME``."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from upsertsink.lint import chains, records
+from upsertsink.lint import sql as sqlmod
+from upsertsink.lint.api import (
+    ALIAS_METHODS,
+    NAME_ARG_FUNCTIONS,
+)
+from upsertsink.lint.catalogue import METHOD_SOURCES, ORDER_CODE, SPARK_FUNCTIONS
+from upsertsink.lint.facts import Src, Write
+from upsertsink.lint.scopes import Scope
+
+if TYPE_CHECKING:
+    from upsertsink.lint.collect import Collector
+
+
+def on_to_df(col: Collector, call: ast.Call, scope: Scope) -> None:
+    """``rdd.zipWithIndex().map(...).toDF([..., "row_id"])`` / ``createDataFrame(rdd, [..., "row_id"])``:
+    the position index (appended last by convention) becomes the last named column."""
+    m = call.func.attr
+    if m == "createDataFrame":
+        on_records(col, call, scope)
+    if m == "toDF":
+        receiver, names_nodes = call.func.value, list(call.args)
+    elif len(call.args) > 1:
+        receiver, names_nodes = call.args[0], [call.args[1]]
+    else:
+        return
+    sources = _numbering_sources(col, receiver, scope)
+    if not sources:
+        return
+    last = None
+    for node in names_nodes:
+        while type(node) is ast.BinOp and isinstance(node.op, ast.Add):
+            node = node.right
+        names = col.values.const_strings(node, scope)
+        if names:
+            last = names[-1]
+    if last is not None:
+        for src in sources:
+            col.writes.append(Write(last, scope, None, None, call, own=src, anchor=call))
+
+
+def _numbering_sources(col: Collector, node: ast.AST, scope: Scope) -> list[Src]:
+    out: list[Src] = []
+    for step, _where in chains.down_chain(col.model, node, scope, limit=30):
+        if type(step) is ast.Call:
+            if type(step.func) is not ast.Attribute:
+                break
+            if step.func.attr in METHOD_SOURCES:
+                out.append(
+                    col.model.src(
+                        METHOD_SOURCES[step.func.attr],
+                        step,
+                        what=f"{step.func.attr}()",
+                        span=col.model.method_span(step),
+                    )
+                )
+    return out
+
+
+def on_records(col: Collector, call: ast.Call, scope: Scope) -> None:
+    """``pa.Table.from_pylist(records)``, ``pd.DataFrame(records)``...: each field is a column write."""
+    if not chains.looked_only(col.model, call):
+        for column, value, vscope in records.record_fields(col.model, col.values, call, scope):
+            col._add_write(column, vscope, value, node=call)
+
+
+def on_seed(col: Collector, call: ast.Call, scope: Scope) -> None:
+    q = col.model.qualname(call.func, scope)
+    if call.args and q in ("random.seed", "numpy.random.seed"):
+        col.seeded.add(q.rsplit(".", 1)[0])
+
+
+def on_with_column(col: Collector, call: ast.Call, scope: Scope) -> None:
+    args = call.args
+    if len(args) >= 2:
+        names = col.values.const_strings(args[0], scope)
+        if names and not chains.looked_only(col.model, call):
+            col._add_write(names[0], scope, args[1], node=call)
+
+
+def on_rename(col: Collector, call: ast.Call, scope: Scope) -> None:
+    args = call.args
+    if len(args) >= 2:
+        old, new = col.values.const_strings(args[0], scope), col.values.const_strings(args[1], scope)
+        if old and new:
+            col._add_write(new[0], scope, ast.Constant(value=old[0]), node=call, rename=True)
+
+
+def on_register(col: Collector, call: ast.Call, scope: Scope) -> None:
+    func = call.func
+    if len(call.args) >= 2 and type(func.value) is ast.Attribute and func.value.attr == "udf":
+        names = col.values.const_strings(call.args[0], scope)
+        if names:
+            col.sql_udfs[names[0].lower()] = (call.args[1], scope)
+
+
+def on_with_columns(col: Collector, call: ast.Call, scope: Scope) -> None:
+    if not call.args:
+        return
+    mapping = col.model.resolve_dict(call.args[0], scope)
+    if type(mapping) is ast.Dict and not chains.looked_only(col.model, call):
+        for k, v in zip(mapping.keys, mapping.values, strict=False):
+            names = col.values.const_strings(k, scope)
+            if names:
+                col._add_write(names[0], scope, v, node=call)
+
+
+def on_select(col: Collector, call: ast.Call, scope: Scope) -> None:
+    if not chains.looked_only(col.model, call):
+        for a in call.args:
+            _select_item(col, a, scope)
+
+
+def on_assign(col: Collector, call: ast.Call, scope: Scope) -> None:
+    for kw in call.keywords:
+        if not kw.arg:
+            continue
+        if type(kw.value) is ast.Lambda and id(kw.value) in col.model.fn_scopes:
+            col._add_write(kw.arg, col.model.fn_scopes[id(kw.value)], kw.value.body, node=call)
+        else:
+            col._add_write(kw.arg, scope, kw.value, node=call)
+
+
+def on_select_expr(col: Collector, call: ast.Call, scope: Scope) -> None:
+    if chains.looked_only(col.model, call):
+        return
+    for a in call.args:
+        text = col.values.sql_text(a, scope)
+        if text is None:
+            continue
+        ok, alias, part = sqlmod.analyze_expression(text.text)
+        if ok:
+            col._add_write(alias or text.text.strip(), scope, sql=(part, text), node=call)
+
+
+def _select_item(col: Collector, a: ast.AST, scope: Scope) -> None:
+    t = type(a)
+    if t is ast.Dict:  # agg({"col": "first"}): Spark names the result "first(col)"
+        for k, v in zip(a.keys, a.values, strict=False):
+            names = col.values.const_strings(k, scope) if k is not None else None
+            if not names or type(v) is not ast.Constant or not isinstance(v.value, str):
+                continue
+            rule = SPARK_FUNCTIONS.get(v.value.lower())
+            if rule is not None and rule == ORDER_CODE:
+                own = col.model.src(rule, v, what=f"agg({{{names[0]!r}: {v.value!r}}})")
+                col.writes.append(Write(f"{v.value.lower()}({names[0]})", scope, None, None, a, own=own))
+        return
+    if t is ast.Constant or t is ast.Starred:
+        return
+    if t is ast.List or t is ast.Tuple:
+        for e in a.elts:
+            _select_item(col, e, scope)
+        return
+    if t is ast.Call and type(a.func) is ast.Attribute and a.func.attr in ALIAS_METHODS and a.args:
+        names = col.values.const_strings(a.args[0], scope)
+        col._add_write(names[0] if names else col.model.segment(a.args[0], 60), scope, a, node=a)
+        return
+    sname = col.model.spark_name(col.model.qualname(a.func, scope)) if t is ast.Call else None
+    if sname in NAME_ARG_FUNCTIONS:
+        return
+    if sname == "expr" and a.args:
+        text = col.values.str_value(a.args[0], scope)
+        alias = sqlmod.analyze_expression(text.text)[1] if text is not None else None
+        if alias:
+            col._add_write(alias, scope, a, node=a)
+            return
+    # a bare name, attribute or subscript is a write too: whether any source reaches it is asked later
+    col._add_write(col.model.segment(a, 80), scope, a, node=a)

@@ -1,0 +1,108 @@
+"""Declarative pipelines: the CDC flows of ``dlt`` and ``pyspark.pipelines`` (``apply_changes``,
+``create_auto_cdc_flow`` and the snapshot flows) as facts: their keys and sequences are declared keys and
+sequences, an expression given as the sequence is the sequence itself."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from upsertsink.lint import sql as sqlmod
+from upsertsink.lint.api import (
+    NAME_ARG_FUNCTIONS,
+    PIPELINE_CDC_CONDITIONS,
+)
+from upsertsink.lint.scopes import Scope
+
+if TYPE_CHECKING:
+    from upsertsink.lint.collect import Collector
+
+
+# ---- declarative pipelines
+def _pipeline_flow(col: Collector, call: ast.Call, scope: Scope, params: tuple[str, ...]) -> None:
+    """A declarative pipeline's CDC flow (``dlt.apply_changes``, ``dp.create_auto_cdc_flow``, the snapshot
+    flows; ``params``: its parameters in positional order): it upserts its source's rows into ``target``
+    by ``keys``, the newest by ``sequence_by`` winning. A ``sequence_by`` that is not a column
+    (``F.current_timestamp()``, ``"a + b"``) is a sequence of its own: a column named after the
+    expression, written here. The source view's columns reach the keys and the sequence by name."""
+    col.writes_data = True
+
+    def arg(param: str) -> ast.AST | None:
+        node = col.model.kwarg(call, param)
+        i = params.index(param)
+        if (
+            node is None
+            and i < len(call.args)
+            and not any(type(a) is ast.Starred for a in call.args[: i + 1])
+        ):
+            node = call.args[i]
+        return node
+
+    targets = col.values.const_strings(arg("target"), scope)
+    flow = f"the pipeline flow into `{targets[0]}`" if targets else "the pipeline flow"
+    if targets:
+        col.tables_written.add(targets[0].lower())
+    for k in _column_list(col, arg("keys"), scope):
+        col.declare(k, f"key of {flow}", scope)
+    if "sequence_by" in params:
+        seq = arg("sequence_by")
+        if seq is not None:
+            _pipeline_sequence(col, seq, scope)
+    for keyword in PIPELINE_CDC_CONDITIONS:
+        cond = col.model.kwarg(call, keyword)
+        if cond is not None:
+            col._condition_effect(cond, scope)
+
+
+def _column_list(col: Collector, node: ast.AST | None, scope: Scope) -> list[str]:
+    """Column names given as strings or ``col(...)`` (a list, one name, or a name bound to a list)."""
+    if node is None:
+        return []
+    names = col.values.const_strings(node, scope)
+    if names is not None:
+        return names
+    items = node.elts if type(node) in (ast.List, ast.Tuple) else [node]
+    out: list[str] = []
+    for e in items:
+        sub = col.values.const_strings(e, scope)
+        if sub is None and type(e) is ast.Call:
+            sub = [c for c in col.values.col_names(e, scope) if not c.startswith("<")]
+        out.extend(sub or [])
+    return out
+
+
+def _pipeline_sequence(col: Collector, node: ast.AST, scope: Scope) -> None:
+    """A CDC flow's ``sequence_by``: a column (``"v"``, ``col("v")``), columns (``struct("a", "b")``), or
+    an expression (SQL text or a Column) that is itself the sequence."""
+    if type(node) is ast.Name:  # SEQUENCE = F.col("v") ... sequence_by=SEQUENCE
+        bound = col.model.single_value(node, scope)
+        if bound is not None and type(bound[0]) is ast.Call:
+            node, scope = bound
+    sname = col.model.spark_name(col.model.qualname(node.func, scope)) if type(node) is ast.Call else None
+    if sname == "expr" and len(node.args) == 1:
+        node = node.args[0]  # F.expr("..."): SQL text, like a string
+    elif sname == "struct" and node.args:
+        names = [_column_list(col, a, scope) for a in node.args]
+        if all(len(n) == 1 for n in names):
+            for n in names:
+                col.declare(n[0], "sequence column", scope, sequence=True)
+            return
+    elif sname in NAME_ARG_FUNCTIONS:
+        names = _column_list(col, node, scope)
+        if len(names) == 1:
+            col.declare(names[0], "sequence column", scope, sequence=True)
+            return
+    text = col.values.sql_text(node, scope) if col.values.may_be_text(node, scope) else None
+    if text is not None:  # a string is a SQL expression (pyspark.pipelines: ``expr(sequence_by)``)
+        ok, alias, part = sqlmod.analyze_expression(text.text)
+        if not ok:
+            return
+        if alias is not None and part.refs == {alias} and not (part.sites or part.calls or part.holes):
+            col.declare(alias, "sequence column", scope, sequence=True)
+            return
+        column = " ".join(text.text.split())
+        col._add_write(column, scope, sql=(part, text), node=node)
+    else:
+        column = col.model.segment(node, 80)
+        col._add_write(column, scope, node, node=node)
+    col.declare(column, "sequence column", scope, sequence=True)
