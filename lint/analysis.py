@@ -75,6 +75,11 @@ class ModuleAnalysis:
         """Files read for SQL text -> content digest."""
         return self.values.deps
 
+    def release(self) -> None:
+        """Drop the analysis' structures and break the scopes' reference cycles (call when done)."""
+        self.model.release()
+        self.ctx = None
+
     def _analyze(self) -> Context:
         """Run the stages once: facts, keys, taint, the rules' module hooks."""
         if self.ctx is not None:

@@ -208,8 +208,11 @@ def check_bytes(
             runs=conv.runs if conv is not None else (),
             notebook=conv is not None,
         )
-        raw = analysis.run()
-        summary = analysis.summary() if opts.summarize else None
+        try:
+            raw = analysis.run()
+            summary = analysis.summary() if opts.summarize else None
+        finally:
+            analysis.release()  # no reference cycles left behind: nothing for a garbage collection to do
     except RecursionError:
         return FileResult([_parse_error(path, 1, 1, "the code is nested too deeply to analyze")], True)
     findings: list[Finding] = []

@@ -50,6 +50,7 @@ class SemanticModel:
         self._udf_factories = udf_factories
         self._spark_names = spark_names  # Spark function names a star import of pyspark's functions gives
         self.module = Scope("module", None, tree)
+        self.scopes: list[Scope] = [self.module]  # every scope, so release() can break their cycles
         self.module.star.extend(f"%run:{r}" for r in self.runs)
         # class scope -> attribute -> values bound to ``self.attr`` in its methods
         self.class_attrs: dict[int, dict[str, list[tuple[ast.AST, Scope]]]] = {}
@@ -65,6 +66,21 @@ class SemanticModel:
         self.decorated: list[Scope] = []  # the scopes of the ``def``s that have decorators
         self.wants: set[str] = set()  # import-qualified names looked up in other files of the tree
         self._collect()
+
+    def _scope(self, kind: str, parent: Scope, node: ast.AST) -> Scope:
+        scope = Scope(kind, parent, node)
+        self.scopes.append(scope)
+        return scope
+
+    def release(self) -> None:
+        """Break the reference cycles between scopes (a parent holds its functions' scopes, each scope its
+        parent) once the module's analysis is done, so the memory is freed without a garbage collection."""
+        for scope in self.scopes:
+            scope.parent = None
+            scope.funcs.clear()
+        self.scopes.clear()
+        self.class_attrs.clear()
+        self.fn_scopes.clear()
 
     def _collect(self) -> None:
         stack: list[tuple[ast.AST, Scope]] = [(stmt, self.module) for stmt in self.tree.body]
@@ -112,7 +128,7 @@ class SemanticModel:
                 if node.name == "model" and [a.arg for a in node.args.args[:1]] == ["dbt"]:
                     self.dbt_model = True  # its returned DataFrame is a table
                 scope.bind(node.name, None)
-                scope.funcs[node.name] = (node, Scope("function", scope, node))
+                scope.funcs[node.name] = (node, self._scope("function", scope, node))
                 fscope = scope.funcs[node.name][1]
                 if node.decorator_list:
                     self.decorated.append(fscope)
@@ -126,7 +142,7 @@ class SemanticModel:
                 if node.returns is not None:
                     stack.append((node.returns, scope))
             else:
-                fscope = Scope("function", scope, node)
+                fscope = self._scope("function", scope, node)
                 self.fn_scopes[id(node)] = fscope
                 for d in node.args.defaults + node.args.kw_defaults:
                     if d is not None:
@@ -145,7 +161,7 @@ class SemanticModel:
             return
         elif t is ast.ClassDef:
             scope.bind(node.name, None)
-            cscope = Scope("class", scope, node)
+            cscope = self._scope("class", scope, node)
             for sub in node.decorator_list + node.bases + [k.value for k in node.keywords]:
                 stack.append((sub, scope))
             for stmt in node.body:
