@@ -125,7 +125,7 @@ def lint_text(shown: str, text: str, path: Path | None, settings: Settings) -> l
 def excluded(path: Path | None, settings: Settings) -> bool:
     """Do the config's ``exclude``/``extend-exclude`` globs match the document (as ``--force-exclude``
     applies them)?"""
-    from upsertsink.lint.runner import is_excluded
+    from upsertsink.lint.discovery import is_excluded
 
     return path is not None and is_excluded(path, settings)
 
