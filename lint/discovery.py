@@ -1,7 +1,8 @@
 """Finding the files to lint: Python files and notebooks under the paths given, honouring .gitignore files,
 the configured ``exclude`` globs and the built-in folder excludes; and the paths findings are shown with.
 
-pathspec is loaded only when there is a .gitignore or an exclude glob to match (start-up counts for small runs).
+pathspec is loaded only when there is a .gitignore or an exclude glob to match (start-up counts for small
+runs).
 """
 
 from __future__ import annotations

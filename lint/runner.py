@@ -1,8 +1,8 @@
 """A lint run over files: which files are analyzed, the rounds between files, the findings and statistics.
 
-Costs, cheapest first: a file the cache knows costs one ``stat`` or one read and hash (:mod:`.cache`); a file with
-``# upsertsink: noqa`` or none of the catalogue's trigger words costs one byte scan and is never analyzed;
-only the rest is parsed (stdlib ``ast``) and analyzed, spread over all cores (:mod:`.workers`).
+Costs, cheapest first: a file the cache knows costs one ``stat`` or one read and hash (:mod:`.cache`); a
+file with ``# upsertsink: noqa`` or none of the catalogue's trigger words costs one byte scan and is never
+analyzed; only the rest is parsed (stdlib ``ast``) and analyzed, spread over all cores (:mod:`.workers`).
 
 Between files: every analyzed file leaves a *summary* (what its functions return and write, its constants)
 and the list of names it looked up in other files (*wants*). A file whose wants resolve to files of the

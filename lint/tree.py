@@ -1,5 +1,6 @@
-"""The files of a run and the files they import: the linted files by real path (resolving imports, ``%run``
-and star imports between them), and the project's modules outside them found on disk as Python would find them.
+"""The files of a run and the files they import: the linted files by real path (resolving imports,
+``%run`` and star imports between them), and the project's modules outside them, found on disk as Python
+would find them.
 """
 
 from __future__ import annotations
