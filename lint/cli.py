@@ -18,16 +18,10 @@ import click
 
 # Start-up counts for small runs: the rules, the analysis, the report formats and the process pool load when
 # a run needs them (tests/lint/test_lint_startup.py), not here.
+from upsertsink.lint.cache import CACHE_DIR
 from upsertsink.lint.config import ConfigError, Settings, resolve_settings, settings_toml, split_codes
-from upsertsink.lint.runner import (
-    CACHE_DIR,
-    PathError,
-    RunResult,
-    discover,
-    display_path,
-    is_excluded,
-    lint_paths,
-)
+from upsertsink.lint.discovery import PathError, discover, display_path, is_excluded
+from upsertsink.lint.runner import RunResult, lint_paths
 
 FORMAT_ENV = "UPSERTSINK_OUTPUT_FORMAT"
 FORMATS = ("text", "full", "concise", "json", "sarif", "github", "gitlab", "junit", "pylint")

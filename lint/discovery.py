@@ -1,0 +1,194 @@
+"""Finding the files to lint: Python files and notebooks under the paths given, honouring .gitignore files,
+the configured ``exclude`` globs and the built-in folder excludes; and the paths findings are shown with.
+
+pathspec is loaded only when there is a .gitignore or an exclude glob to match (start-up counts for small
+runs).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from upsertsink.lint.config import Settings
+
+if TYPE_CHECKING:
+    import pathspec
+
+DEFAULT_EXCLUDES = [
+    ".git/",
+    ".hg/",
+    ".svn/",
+    ".venv/",
+    "venv/",
+    "__pycache__/",
+    "node_modules/",
+    ".tox/",
+    ".nox/",
+    ".mypy_cache/",
+    ".ruff_cache/",
+    ".pytest_cache/",
+    ".upsertsink_cache/",
+    "build/",
+    "dist/",
+    "site-packages/",
+    ".eggs/",
+    "*.egg-info/",
+]
+# DEFAULT_EXCLUDES are folder patterns: a folder matches by its name (the walk never enters a matched folder,
+# so the folders above a file have passed already)
+_DEFAULT_DIR_NAMES = frozenset(p.rstrip("/") for p in DEFAULT_EXCLUDES if "*" not in p)
+_DEFAULT_DIR_SUFFIXES = tuple(p.rstrip("/").lstrip("*") for p in DEFAULT_EXCLUDES if p.startswith("*"))
+
+
+class PathError(Exception):
+    """A path given on the command line does not exist (exit code 2)."""
+
+
+def default_excluded(rel: str, is_dir: bool) -> bool:
+    """Does a built-in exclude (``DEFAULT_EXCLUDES``, all folder patterns) match ``rel`` (a path relative to
+    the walked folder), as pathspec's gitignore matching would? Only folders match, by name, at any depth."""
+    parts = rel.split("/")
+    if not is_dir:
+        parts = parts[:-1]
+    return any(p in _DEFAULT_DIR_NAMES or p.endswith(_DEFAULT_DIR_SUFFIXES) for p in parts)
+
+
+def _gitignore_spec(folder: Path) -> pathspec.GitIgnoreSpec | None:
+    gi = folder / ".gitignore"
+    if not gi.is_file():
+        return None
+    import pathspec
+
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(
+            gi.read_text(encoding="utf-8", errors="replace").splitlines()
+        )
+    except (OSError, ValueError):
+        return None
+
+
+def rel_path(path: Path, base: Path) -> str | None:
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return None
+
+
+def discover(paths: list[Path], settings: Settings) -> list[Path]:
+    """Python files and notebooks (``.py``, ``.pyi``, ``.ipynb``) under ``paths``. Walked folders honour .gitignore files, the configured ``exclude``
+    globs and the default excludes; a file or folder named explicitly is always linted, even if excluded."""
+    return [p for p, _ in discover_real(paths, settings)]
+
+
+def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Path]]:
+    """:func:`discover`'s files, each with its real path (resolved once: a folder's real path once per folder,
+    a file's own only when it is a symbolic link)."""
+    root = settings.root
+    if settings.excludes():
+        import pathspec
+
+        exclude = pathspec.GitIgnoreSpec.from_lines(settings.excludes())
+    else:
+        exclude = None
+    out: list[tuple[Path, Path]] = []
+    seen: set[Path] = set()
+    for given in paths:
+        if not given.exists():
+            raise PathError(f"path does not exist: {given}")
+        if given.is_file():
+            if settings.force_exclude and is_excluded(given, settings):
+                continue
+            rp = given.resolve()
+            if rp not in seen:
+                seen.add(rp)
+                out.append((given, rp))
+            continue
+        base = given.resolve()
+        # ignore files above the walked folder (up to the project root) apply to what is below it,
+        # unless they exclude the folder itself (then the explicit argument wins)
+        inherited: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
+        for folder in [root, *[p for p in base.parents if rel_path(p, root) not in (None, ".")]]:
+            spec = _gitignore_spec(folder)
+            if spec is not None and rel_path(base, folder) is not None:
+                rel = rel_path(base, folder)
+                if rel == "." or not (spec.match_file(rel) or spec.match_file(rel + "/")):
+                    inherited.append((folder, spec))
+        root_rel = rel_path(base, root)
+        use_exclude = exclude is not None and not (
+            root_rel not in (None, ".")
+            and (exclude.match_file(root_rel) or exclude.match_file(root_rel + "/"))
+        )
+        for dirpath, dirnames, filenames in os.walk(base):
+            d = Path(dirpath)
+            real_dir = os.path.realpath(dirpath)
+            specs = list(inherited)
+            local = _gitignore_spec(d)
+            if local is not None and d != root:
+                inherited.append((d, local))
+                specs.append((d, local))
+
+            def ignored(p: Path, is_dir: bool, specs=specs, base=base, use_exclude=use_exclude) -> bool:
+                suffix = "/" if is_dir else ""
+                rel_walk = rel_path(p, base)
+                if rel_walk is not None and default_excluded(rel_walk, is_dir):
+                    return True
+                for folder, spec in specs:
+                    rel = rel_path(p, folder)
+                    if rel is not None and spec.match_file(rel + suffix):
+                        return True
+                if use_exclude:
+                    rel = rel_path(p, root)
+                    if rel is not None and exclude.match_file(rel + suffix):
+                        return True
+                return False
+
+            if specs or use_exclude:
+                dirnames[:] = sorted(n for n in dirnames if not ignored(d / n, True))
+            else:  # only the built-in folder excludes apply: by name, and never to a file (see default_excluded)
+                dirnames[:] = sorted(n for n in dirnames if not default_excluded(n, True))
+            for name in sorted(filenames):
+                if not (name.endswith((".py", ".pyi", ".ipynb"))):
+                    continue
+                p = d / name
+                if (specs or use_exclude) and ignored(p, False):
+                    continue
+                full = os.path.join(dirpath, name)
+                rp = Path(os.path.realpath(full) if os.path.islink(full) else os.path.join(real_dir, name))
+                if rp not in seen:
+                    seen.add(rp)
+                    out.append((p, rp))
+    return out
+
+
+def is_excluded(path: Path, settings: Settings) -> bool:
+    """Do the exclude globs (``exclude`` and ``extend-exclude``, relative to the project root) match
+    ``path`` or one of its folders? (What ``--force-exclude`` applies to files named explicitly.)"""
+    globs = settings.excludes()
+    rel = rel_path(path.resolve(), settings.root.resolve())
+    if not globs or rel is None:
+        return False
+    import pathspec
+
+    spec = pathspec.GitIgnoreSpec.from_lines(globs)
+    parts = rel.split("/")
+    return spec.match_file(rel) or any(
+        spec.match_file("/".join(parts[:i]) + "/") for i in range(1, len(parts))
+    )
+
+
+def display_path(path: Path, real: Path | None = None, cwd: Path | None = None) -> str:
+    """Path as shown in findings: relative to the current folder when below it, forward slashes. ``real``
+    (the path resolved) and ``cwd`` (the current folder resolved) save resolving them again."""
+    real = real or path.resolve()
+    cwd = cwd or Path.cwd().resolve()
+    if os.sep == "/":  # the same as relative_to below, without building Path objects
+        here, there = str(cwd), str(real)
+        if there.startswith(here.rstrip("/") + "/"):
+            return there[len(here.rstrip("/")) + 1 :]
+        return path.as_posix() if there != here else "."
+    try:
+        return real.relative_to(cwd).as_posix()
+    except ValueError:
+        return path.as_posix()
