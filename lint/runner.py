@@ -69,7 +69,9 @@ def lint_paths(
     ``progress(done, total)`` is called as files needing analysis are finished (for a progress bar).
     """
     enabled = gc.isenabled()
-    gc.disable()  # ASTs are large acyclic object graphs: collection passes would only cost time
+    # ASTs are large object graphs and an analysis breaks its own cycles (ModuleAnalysis.release), so
+    # collection passes during a run would only cost time
+    gc.disable()
     try:
         return _lint_paths(paths, settings, use_cache, jobs, progress or _no_progress, stdin)
     finally:

@@ -6,7 +6,6 @@ The process pool is loaded only when it is used (start-up counts for small runs)
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from collections.abc import Callable
@@ -30,12 +29,6 @@ def work(item: tuple[str, bytes, CheckOptions, bool]) -> FileResult:
         from upsertsink.lint.checker import _parse_error
 
         return FileResult([_parse_error(path, 1, 1, f"internal error {exc.__class__.__name__}: {exc}")], True)
-    finally:
-        # The collector is paused during runs, but an analysis leaves reference cycles behind (scopes and
-        # their parents, the analysis' own tables): sweep the youngest generation, which holds this file's
-        # objects and little else, after every file. (A full collection every few hundred files cost more
-        # than a third of a cold run: it walks every object still alive, in memory long out of the caches.)
-        gc.collect(0)
 
 
 _FORKED_ITEMS: list = []  # in a forked worker: the pool's work, inherited from the parent instead of pickled
