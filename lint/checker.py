@@ -249,6 +249,12 @@ def check_bytes(
     return FileResult(findings, True, summary, sorted(analysis.wants), dict(analysis.deps))
 
 
+def fixable(findings: list[Finding], unsafe: bool) -> list[Finding]:
+    """The findings whose fix would be applied (safe ones; unsafe ones too with ``unsafe``). Reads the
+    findings' fix data (``FixSpec.to_dict()``) directly: every run asks, and the rules need not load for it."""
+    return [f for f in findings if f.fix is not None and (unsafe or f.fix.get("applicability") != "unsafe")]
+
+
 def _rewritable(conv: Converted | None) -> bool:
     """Can fixes rewrite the file's own text at the analysis' positions? Python files and Databricks source
     exports (their Python cells keep their lines) can; Jupyter notebooks (JSON) are not rewritten."""

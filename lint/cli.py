@@ -265,7 +265,9 @@ def lint_command(
             result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress)
     from upsertsink.lint.report import render, render_statistics
 
-    can_fix = _fixable(result.findings, unsafe_fixes)
+    from upsertsink.lint.checker import fixable
+
+    can_fix = fixable(result.findings, unsafe_fixes)
     if statistics:
         out.write(render_statistics(fmt, result.findings, {id(f) for f in can_fix}))
     else:
@@ -403,22 +405,15 @@ def _note(text: str) -> None:
 
 def _fix_hint(result: RunResult, can_fix: list, unsafe: bool) -> None:
     """ruff's hint about available fixes, on stderr so that stdout stays the report."""
-    hidden = len(_fixable(result.findings, True)) - len(can_fix)
+    from upsertsink.lint.checker import fixable
+
+    hidden = len(fixable(result.findings, True)) - len(can_fix)
     parts = []
     if can_fix:
         parts.append(f"[*] {len(can_fix)} fixable with `--fix`{' --unsafe-fixes' if unsafe else ''}.")
     if hidden > 0:
         parts.append(f"{hidden} more fixable with `--fix --unsafe-fixes`.")
     _note(" ".join(parts))
-
-
-def _fixable(findings: list, unsafe: bool) -> list:
-    """fixes.fixable, without loading the fixer's module when no finding offers a fix."""
-    if not any(f.fix is not None for f in findings):
-        return []
-    from upsertsink.lint.fixes import fixable
-
-    return fixable(findings, unsafe)
 
 
 def _add_noqa(result: RunResult, quiet: bool) -> None:

@@ -97,12 +97,6 @@ def _selected(f: Finding, unsafe: bool) -> FixSpec | None:
     return spec
 
 
-def fixable(findings: list[Finding], unsafe: bool) -> list[Finding]:
-    """The findings whose fix would be applied (safe ones; unsafe ones too with ``unsafe``). Reads the
-    findings' fix data (``FixSpec.to_dict()``) directly: every run asks, and the rules need not load for it."""
-    return [f for f in findings if f.fix is not None and (unsafe or f.fix.get("applicability") != "unsafe")]
-
-
 def read_source(path: Path) -> tuple[str, str, bool]:
     """(text, encoding, had a BOM) of a Python file, decoded as the interpreter would."""
     data = path.read_bytes()

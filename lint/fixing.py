@@ -9,12 +9,12 @@ from pathlib import Path
 
 from upsertsink.lint.checker import Finding
 from upsertsink.lint.config import Settings
+from upsertsink.lint.checker import fixable
 from upsertsink.lint.fixes import (
     FileEdit,
     add_noqa,
     add_noqa_notebook,
     fix_file,
-    fixable,
     module_name,
     read_source,
     write_source,
