@@ -17,7 +17,7 @@ from upsertsink.lint.api import (
     WRITE_ATTRS,
 )
 from upsertsink.lint.model import SemanticModel
-from upsertsink.lint.scopes import Scope
+from upsertsink.lint.scopes import Scope, parent_map
 
 
 def down_chain(
@@ -150,10 +150,7 @@ class Uses:
 
     def _parents(self) -> dict[int, ast.AST]:
         if self._parent is None:
-            self._parent = {}
-            for node in ast.walk(self.model.tree):
-                for child in ast.iter_child_nodes(node):
-                    self._parent[id(child)] = node
+            self._parent = parent_map(self.model.tree)
         return self._parent
 
     def _used(self, name: str, scope: Scope, seen: frozenset) -> bool:

@@ -120,3 +120,26 @@ class Scope:
             root.assigns.setdefault(name, []).append(value)
             return
         self.assigns.setdefault(name, []).append(value)
+
+
+def parent_map(root: ast.AST) -> dict[int, ast.AST]:
+    """``id(node) -> parent`` for every node under ``root`` (names and constants included): the same walk as
+    the model's, over cached field lists (``ast.iter_child_nodes`` costs about twice as much)."""
+    parent: dict[int, ast.AST] = {}
+    stack = [root]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        for f in _child_fields(node.__class__):
+            v = getattr(node, f, None)
+            if v is None:
+                continue
+            if v.__class__ is list:
+                for x in v:
+                    if isinstance(x, ast.AST):
+                        parent[id(x)] = node
+                        push(x)
+            elif isinstance(v, ast.AST):
+                parent[id(v)] = node
+                push(v)
+    return parent
