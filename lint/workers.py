@@ -74,9 +74,11 @@ def run_items(
         fn, args, init = _work_forked, order, {"initializer": _inherit, "initargs": (items,)}
     else:
         fn, args, init = work, [items[i] for i in order], {}
+    # large files first; chunks as big as keeps every worker busy to the end (a task costs a round trip)
+    chunk = max(2, len(items) // (workers * 8))
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, **init) as pool:
-            for done, (i, res) in enumerate(zip(order, pool.map(fn, args, chunksize=2), strict=True), 1):
+            for done, (i, res) in enumerate(zip(order, pool.map(fn, args, chunksize=chunk), strict=True), 1):
                 outputs[i] = res
                 progress(done, len(items))
         stats.workers = workers
