@@ -448,13 +448,17 @@ def _clean(settings: Settings, quiet: bool) -> None:
 
 @contextlib.contextmanager
 def _progress_bar(enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
-    """A rich progress bar on stderr whenever stderr is a terminal (whatever stdout is) and there is
-    enough work; otherwise nothing."""
+    """A rich progress bar on stderr whenever stderr is a terminal (whatever stdout is), rich is installed
+    and there is enough work; otherwise nothing."""
     if not enabled or not _stderr_is_terminal():
         yield None
         return
-    from rich.console import Console
-    from rich.progress import Progress
+    try:
+        from rich.console import Console
+        from rich.progress import Progress
+    except ImportError:  # the light install has no rich: no bar (rich comes with upsertsink[embedded])
+        yield None
+        return
 
     with Progress(transient=True, console=Console(stderr=True)) as bar:
         task = None

@@ -148,6 +148,7 @@ def test_the_linters_environment_is_under_40_mb(light_env):
     by_size = ", ".join(f"{name} {size / MB:.1f}" for name, size in largest_first)
     print(f"\nthe linter's environment: {total / MB:.1f} MB ({by_size})")
     assert total < LINTER_ENV_LIMIT, f"{total / MB:.1f} MB: {by_size}"
+    assert "rich" not in added and "pygments" not in added  # terminal niceties come with the extras
 
 
 def test_the_pre_commit_environment_is_under_60_mb(tmp_path, wheel):

@@ -117,7 +117,10 @@ class Progress:
         return self
 
     def _start(self) -> None:
-        from rich.console import Console
+        try:
+            from rich.console import Console
+        except ImportError:  # no rich (the light install): no spinner
+            return
 
         with self._lock:
             if self._timer is None:

@@ -178,3 +178,22 @@ def test_a_file_modified_in_the_last_seconds_is_never_served_by_its_stat(tmp_pat
     assert second.stats.cache_hits == 1 and second.stats.unread == 0  # read and hashed: a content hit
     cache_file = next((tmp_path / ".upsertsink_cache").glob("lint-*.json"))
     assert str(job.resolve()) not in json.loads(cache_file.read_text(encoding="utf-8")).get("stats", {})
+
+
+def test_no_progress_bar_and_no_error_without_rich(monkeypatch):
+    """The light install has no rich (it comes with upsertsink[embedded]): on a terminal, no bar, no error."""
+    import builtins
+
+    from upsertsink.lint import cli
+
+    real = builtins.__import__
+
+    def without_rich(name, *args, **kwargs):
+        if name == "rich" or name.startswith("rich."):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_rich)
+    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
+    with cli._progress_bar(True) as bar:
+        assert bar is None
