@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from upsertsink.lint.facts import Reach, Span, Src
-from upsertsink.lint.rules.base import FixSpec
 
 if TYPE_CHECKING:
     from upsertsink.lint.collect import Collector
     from upsertsink.lint.facts import Facts
     from upsertsink.lint.keys import Keys
     from upsertsink.lint.model import SemanticModel
+    from upsertsink.lint.rules.base import FixSpec
     from upsertsink.lint.taint import Taint
     from upsertsink.lint.values import Values
 

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from upsertsink.lint.rules.base import FixSpec
-
 if TYPE_CHECKING:
     from upsertsink.lint import sql as sqlmod
+    from upsertsink.lint.rules.base import FixSpec
     from upsertsink.lint.scopes import Scope
     from upsertsink.lint.strings import PosText
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from upsertsink.lint.api import (
     CONVENTIONAL,
@@ -25,8 +26,10 @@ from upsertsink.lint.api import (
     pipeline_name,
 )
 from upsertsink.lint.facts import Span, Src
-from upsertsink.lint.rules.base import FixSpec
 from upsertsink.lint.scopes import SPECIAL, Scope, push_children
+
+if TYPE_CHECKING:
+    from upsertsink.lint.rules.base import FixSpec
 
 
 class SemanticModel:
