@@ -68,18 +68,23 @@ def _child_fields(t: type) -> tuple[str, ...]:
     return fields
 
 
-def push_children(node: ast.AST, scope: Scope, stack: list) -> None:
-    """Queue the child nodes of ``node`` that collect() must see (leaves such as names are skipped)."""
+def push_children(node: ast.AST, tag: object, stack: list, skip: frozenset = _LEAVES) -> None:
+    """Queue ``(child, tag)`` for the child nodes of ``node``, leaving out the node kinds in ``skip`` (by
+    default the leaves the model's pass never needs: names, constants, contexts, operators). The one walker
+    of the linter: the model's pass tags children with their scope, :func:`parent_map` with their parent."""
     for f in _child_fields(node.__class__):
         v = getattr(node, f, None)
         if v is None:
             continue
         if v.__class__ is list:
             for x in v:
-                if x.__class__ not in _LEAVES and isinstance(x, ast.AST):
-                    stack.append((x, scope))
-        elif v.__class__ not in _LEAVES and isinstance(v, ast.AST):
-            stack.append((v, scope))
+                if x.__class__ not in skip and isinstance(x, ast.AST):
+                    stack.append((x, tag))
+        elif v.__class__ not in skip and isinstance(v, ast.AST):
+            stack.append((v, tag))
+
+
+_NOTHING: frozenset = frozenset()
 
 
 class Scope:
@@ -123,23 +128,12 @@ class Scope:
 
 
 def parent_map(root: ast.AST) -> dict[int, ast.AST]:
-    """``id(node) -> parent`` for every node under ``root`` (names and constants included): the same walk as
-    the model's, over cached field lists (``ast.iter_child_nodes`` costs about twice as much)."""
+    """``id(node) -> parent`` for every node under ``root`` (names and constants included)."""
     parent: dict[int, ast.AST] = {}
-    stack = [root]
-    pop, push = stack.pop, stack.append
+    stack: list = []
+    push_children(root, root, stack, _NOTHING)
     while stack:
-        node = pop()
-        for f in _child_fields(node.__class__):
-            v = getattr(node, f, None)
-            if v is None:
-                continue
-            if v.__class__ is list:
-                for x in v:
-                    if isinstance(x, ast.AST):
-                        parent[id(x)] = node
-                        push(x)
-            elif isinstance(v, ast.AST):
-                parent[id(v)] = node
-                push(v)
+        node, up = stack.pop()
+        parent[id(node)] = up
+        push_children(node, node, stack, _NOTHING)
     return parent
