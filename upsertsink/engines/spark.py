@@ -149,13 +149,17 @@ class SparkEngine:
         arrow = pa.schema(snapshot.table.schema().to_arrow())
         return [_column(StructField(f.name, from_arrow_type(_plain(f.type)), True)) for f in arrow]
 
-    def _canonical(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> tuple[Any, list[str]]:
-        """The batch cast to the table's types (with a fits-check column per cast) and float keys normalized."""
+    def _canonical(
+        self, request: WriteRequest, target: list[B.Column] | None, casts: list[str], source: Any = None,
+    ) -> tuple[Any, list[str]]:
+        """The batch (or ``source``: the same rows, e.g. its checkpoint) cast to the table's types (with a
+        fits-check column per cast) and float keys normalized."""
         from upsertsink.sparkapi import F
 
+        frame = self.df if source is None else source
         float_keys = [k for k in request.keys if type(self.df.schema[k].dataType).__name__ in ("FloatType", "DoubleType")]
         if not casts and not float_keys:
-            return self.df, []  # already canonical: no plan to build
+            return frame, []  # already canonical: no plan to build
         types = {c.name: c.dtype for c in target or ()}
         cols, oks = [], []
         for c in self.df.schema:
@@ -167,7 +171,7 @@ class SparkEngine:
                 ref = F.when(ref == F.lit(0.0), F.lit(0.0).cast(c.dataType)).otherwise(ref)
             cols.append(ref.alias(c.name))
         checks = [(_col(src).isNull() | _fits(_col(src), types[src])).alias(name) for name, src in oks]
-        return self.df.select(*cols, *checks), [src for _, src in oks]
+        return frame.select(*cols, *checks), [src for _, src in oks]
 
     def _stats(
         self, df: Any, request: WriteRequest, hashed: list[str], oks: list[str], full: bool, key_rows: bool = False,
@@ -271,16 +275,26 @@ class SparkEngine:
         return df.withColumn(DELETE_FLAG, F.coalesce(F.expr(text).cast("boolean"), F.lit(False)))
 
     def prepare(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> PreparedBatch:
-        df, oks = self._canonical(request, target, casts)
         hashed = list(self.df.columns)
-        df = self._with_delete_flag(df, request)
         keep = self._keep_on_server()
-        small = None if keep else self._collect_small(df)
-        if small is not None:  # a micro-batch: prepared on the driver, merged from a local relation
-            return self._prepare_small(small, df, request, target, casts, oks)
-        # Checkpointed lazily: the statistics job below fills it, and everything after (the MERGE, the no-op
-        # filter, a duplicate check) reads the checkpoint, never the source again.
-        df = df.localCheckpoint(eager=False)
+        if keep:
+            # The batch as sent is checkpointed lazily (the statistics job below fills it) and the casts and
+            # delete flag are computed over the checkpoint: deterministic expressions (delete_when is refused
+            # otherwise: predicate.py), so the statistics job and the MERGE see the same rows. Checkpointing a
+            # projection of a local relation instead would have Spark evaluate the projection on the driver,
+            # row by row, while planning (the optimizer folds it into a new local relation).
+            base = self.df.localCheckpoint(eager=False)
+            df, oks = self._canonical(request, target, casts, source=base)
+            df = self._with_delete_flag(df, request)
+        else:
+            df, oks = self._canonical(request, target, casts)
+            df = self._with_delete_flag(df, request)
+            small = self._collect_small(df)
+            if small is not None:  # a micro-batch: prepared on the driver, merged from a local relation
+                return self._prepare_small(small, df, request, target, casts, oks)
+            # Checkpointed lazily: the statistics job below fills it, and everything after (the MERGE, the
+            # no-op filter, a duplicate check) reads the checkpoint, never the source again.
+            df = df.localCheckpoint(eager=False)
         rows, checked, floats, ranged = self._run(
             lambda: self._stats(df, request, hashed, oks, full=True, key_rows=keep)
         )
