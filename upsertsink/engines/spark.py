@@ -5,6 +5,11 @@ and one ``mapInArrow`` pass (``spark_stats.py``) gives the row count, the canoni
 overflow counts, key ranges and key hashes. The MERGE reads the checkpoint (Delta's own source
 materialization is switched off for it, since the checkpoint already is one).
 
+Over Spark Connect a large batch the client sent as a local relation is never collected back
+(``_connect_large``): the batch as sent is checkpointed lazily, cast and flagged over the checkpoint, and the
+statistics job also ships every row's key, sequence and delete flag, so tombstones and delete keys are handled
+on the client in Arrow and the MERGE reads the checkpoint (docs/design-notes.md).
+
 The commits themselves (create, MERGE, marker-only, repair) are in ``spark_merge.py``.
 """
 
