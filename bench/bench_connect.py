@@ -18,13 +18,17 @@ Batches: the micro case uses ``stream_common.Feed`` (half updates in a window of
 10% deletes); the large case (which Feed's 10k-key window cannot hold) draws its updates from the newest
 ``2 x half`` keys of the growing table, the rest new keys, 10% deletes, ``seq`` = batch + 1.
 
+With ``--before``, a third side writes a third copy of the table with the sink's path before the large-batch
+change (``SparkEngine._keep_on_server`` forced to False: every batch collected to the client when it can be),
+so that before and after are measured in one run.
+
 With ``--profile N`` (default 3), N further batches of each case run after the measured ones (not counted)
 with every Connect RPC of the client timed and attributed to the pyspark call and the upsertsink function that
 made it, and a cProfile of the client side; the breakdown goes to the JSON (``profile``) and is printed.
 
     .venv/bin/python bench/bench_connect.py [--keys 1000000] [--cases micro,large]
         [--micro-rows 1000] [--micro-batches 30] [--micro-warmup 3]
-        [--large-rows 200000] [--large-batches 5] [--large-warmup 1] [--profile 3] [--output PATH]
+        [--large-rows 200000] [--large-batches 5] [--large-warmup 1] [--profile 3] [--before] [--output PATH]
 
 Prints a table and writes bench/results/connect.json.
 """
@@ -37,6 +41,7 @@ import functools
 import json
 import os
 import pstats
+import shutil
 import statistics
 import sys
 import tempfile
@@ -213,15 +218,38 @@ def _cprofile_summary(prof: cProfile.Profile, batches: int, top: int = 30) -> li
 
 # ----------------------------------------------------------------------------------------- the runs
 
+class BeforeSink:
+    """The sink with the path it took before large Connect batches were kept on the server."""
+
+    def __init__(self, path: str):
+        self.sink = sink_for(path)
+
+    def write(self, df: Any, batch_id: int) -> None:
+        from upsertsink.engines.spark import SparkEngine
+
+        keep = SparkEngine._keep_on_server
+        SparkEngine._keep_on_server = lambda self: False  # type: ignore[method-assign]
+        try:
+            self.sink.write(df, batch_id=batch_id)
+        finally:
+            SparkEngine._keep_on_server = keep  # type: ignore[method-assign]
+
+
 def run_case(
     case: str, connect: Any, classic: Any, work: Path, keys: int, rows: int, batches: int, warmup: int,
-    profile: int,
+    profile: int, before: bool = False,
 ) -> dict:
     raw_path, sink_path = make_tables(work, keys, "spark", classic)
     raw = RawConnect(connect, raw_path)
     sink = sink_for(sink_path)
+    old = None
+    if before:
+        old_path = str(work / f"spark-{keys}-before")
+        shutil.rmtree(old_path, ignore_errors=True)
+        shutil.copytree(raw_path, old_path)
+        old = BeforeSink(old_path)
     feed = Feed(keys, rows) if case == "micro" else LargeFeed(keys, rows)
-    times: dict[str, list[float]] = {"raw": [], "sink": []}
+    times: dict[str, list[float]] = {"raw": [], "sink": [], **({"before": []} if before else {})}
     tracer = RpcTracer()
     profiles = {"raw": cProfile.Profile(), "sink": cProfile.Profile()}
     wall: dict[str, list[float]] = {"raw": [], "sink": []}
@@ -231,7 +259,10 @@ def run_case(
         profiling = b >= warmup + batches
         if profiling and b == warmup + batches:
             tracer.install()
-        for side in (("raw", "sink") if b % 2 else ("sink", "raw")):
+        order = ["raw", "sink"] if b % 2 else ["sink", "raw"]
+        if before and not profiling:
+            order.insert(b % 3, "before")
+        for side in order:
             frame = connect.createDataFrame(data)
             if profiling:
                 tracer.side = side
@@ -239,6 +270,9 @@ def run_case(
             t = time.perf_counter()
             if side == "raw":
                 raw.write(frame, b)
+            elif side == "before":
+                assert old is not None
+                old.write(frame, b)
             else:
                 sink.write(frame, batch_id=b)
             elapsed = time.perf_counter() - t
@@ -259,6 +293,10 @@ def run_case(
         "raw_min_s": round(min(times["raw"]), 4), "sink_min_s": round(min(times["sink"]), 4),
         "samples": {k: [round(x, 4) for x in v] for k, v in times.items()},
     }
+    if before:
+        o = statistics.median(times["before"])
+        result.update({"before_median_s": round(o, 4), "before_over_raw": round(o / r, 3),
+                       "before_min_s": round(min(times["before"]), 4)})
     if profile:
         result["profile"] = {}
         for side in ("raw", "sink"):
@@ -302,6 +340,7 @@ def main() -> None:
     ap.add_argument("--large-batches", type=int, default=5)
     ap.add_argument("--large-warmup", type=int, default=1)
     ap.add_argument("--profile", type=int, default=3, help="batches profiled after the measured ones (0: none)")
+    ap.add_argument("--before", action="store_true", help="also run the sink's path before the large-batch change")
     ap.add_argument("--output", type=Path, default=RESULTS)
     args = ap.parse_args()
     start = machine()
@@ -321,7 +360,8 @@ def main() -> None:
                 (args.micro_rows, args.micro_batches, args.micro_warmup) if case == "micro"
                 else (args.large_rows, args.large_batches, args.large_warmup)
             )
-            result = run_case(case, connect, classic, Path(tmp), args.keys, rows, batches, warmup, args.profile)
+            result = run_case(case, connect, classic, Path(tmp), args.keys, rows, batches, warmup, args.profile,
+                              args.before)
             print(json.dumps({k: v for k, v in result.items() if k not in ("samples", "profile")}), flush=True)
             results.append(result)
     end_load = [round(x, 2) for x in os.getloadavg()]
@@ -329,11 +369,13 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("case", "table keys", "batch rows", "measured", "raw SQL MERGE ms", "sink ms", "sink/raw", "target")
+    table = Table("case", "table keys", "batch rows", "measured", "raw SQL MERGE ms", "sink ms", "sink/raw", "target",
+                  *(("before ms", "before/raw") if args.before else ()))
     for r in results:
         table.add_row(r["case"], f"{r['table_keys']:,}", f"{r['batch_rows']:,}", f"{r['batches']}",
                       f"{r['raw_median_s'] * 1000:.0f}", f"{r['sink_median_s'] * 1000:.0f}",
-                      f"{r['sink_over_raw']:.2f}", f"<= {r['target']} ({'met' if r['met'] else 'NOT met'})")
+                      f"{r['sink_over_raw']:.2f}", f"<= {r['target']} ({'met' if r['met'] else 'NOT met'})",
+                      *((f"{r['before_median_s'] * 1000:.0f}", f"{r['before_over_raw']:.2f}") if args.before else ()))
     Console().print(table)
     for r in results:
         print_profile(r)

@@ -73,12 +73,15 @@ class PreparedBatch:
     sequence_range: tuple[Any, Any] | None = None  # (min, max) of the sequence column, when known
     materialize_source: bool = False  # Spark: ``data`` is a local relation that the MERGE should materialise
     local: pa.Table | None = None  # Spark: ``data``'s rows as Arrow on the driver (a micro-batch prepared there)
+    # Spark: the key, sequence and delete-flag columns of ``data``'s rows on the driver (a batch kept on the
+    # server over Spark Connect: its tombstones are matched and its delete keys read here, with no Spark job)
+    keys_local: pa.Table | None = None
 
     def with_data(self, data: Any, rows: int | None = None, added_deletes: int = 0) -> PreparedBatch:
         deletes = None if self.delete_count is None else self.delete_count + added_deletes
         return replace(
             self, data=data, rows=self.rows if rows is None else rows, delete_count=deletes, materialize_source=False,
-            local=None,
+            local=None, keys_local=None,
         )
 
 

@@ -5,6 +5,11 @@ and one ``mapInArrow`` pass (``spark_stats.py``) gives the row count, the canoni
 overflow counts, key ranges and key hashes. The MERGE reads the checkpoint (Delta's own source
 materialization is switched off for it, since the checkpoint already is one).
 
+Over Spark Connect a large batch the client sent as a local relation is never collected back
+(``_connect_large``): the batch as sent is checkpointed lazily, cast and flagged over the checkpoint, and the
+statistics job also ships every row's key, sequence and delete flag, so tombstones and delete keys are handled
+on the client in Arrow and the MERGE reads the checkpoint (docs/design-notes.md).
+
 The commits themselves (create, MERGE, marker-only, repair) are in ``spark_merge.py``.
 """
 
@@ -41,6 +46,10 @@ LOCAL_ROWS = 500_000
 # A batch whose planned size Spark estimates above this is not collected at all: trying would read up to
 # LOCAL_ROWS rows only to throw them away and read the source again in the distributed pass.
 LOCAL_MAX_ESTIMATE_BYTES = 1 << 30
+# Over Spark Connect a batch the client sent as a local relation (``createDataFrame``) of more rows than this,
+# or large enough that pyspark cached it on the server as artifacts, is kept on the server: collecting it back
+# costs more than one pass over it there (docs/benchmarks.md, "Spark Connect"). Tests lower it.
+CONNECT_LOCAL_ROWS = 50_000
 OK_PREFIX = "__upsertsink_ok_"  # per cast column: the value fits the table's type (dropped before the MERGE)
 STALE = "__upsertsink_stale"
 _RANGE_CATEGORIES = {"integer", "decimal", "string", "date", "timestamp"}
@@ -54,6 +63,26 @@ def _estimated_bytes(df: Any) -> int:
     except Exception:  # noqa: BLE001 - Spark Connect has no _jdf; an estimate is only a hint
         return 0
     return 0 if size >= 2**63 - 1 else size  # Long.MaxValue: Spark does not know (RDDs, some sources)
+
+
+def _connect_large(df: Any) -> bool:
+    """A Spark Connect batch that is a local relation the client sent, over CONNECT_LOCAL_ROWS rows or cached
+    on the server as artifacts (pyspark does that above ``spark.sql.session.localRelationCacheThreshold``
+    bytes). Decided from the client's plan: no RPC, no job. Other Connect plans keep the collect path."""
+    from upsertsink.session import is_connect
+
+    if not is_connect(df):
+        return False
+    plan = getattr(df, "_plan", None)
+    while plan is not None:
+        kind = type(plan).__name__
+        if kind in ("ChunkedCachedLocalRelation", "CachedLocalRelation"):
+            return True
+        if kind == "LocalRelation":
+            table = getattr(plan, "_table", None)
+            return table is not None and table.num_rows > CONNECT_LOCAL_ROWS
+        plan = getattr(plan, "_child", None)
+    return False
 
 
 def _arrow_type(dtype: Any) -> pa.DataType | None:
@@ -125,13 +154,17 @@ class SparkEngine:
         arrow = pa.schema(snapshot.table.schema().to_arrow())
         return [_column(StructField(f.name, from_arrow_type(_plain(f.type)), True)) for f in arrow]
 
-    def _canonical(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> tuple[Any, list[str]]:
-        """The batch cast to the table's types (with a fits-check column per cast) and float keys normalized."""
+    def _canonical(
+        self, request: WriteRequest, target: list[B.Column] | None, casts: list[str], source: Any = None,
+    ) -> tuple[Any, list[str]]:
+        """The batch (or ``source``: the same rows, e.g. its checkpoint) cast to the table's types (with a
+        fits-check column per cast) and float keys normalized."""
         from upsertsink.sparkapi import F
 
+        frame = self.df if source is None else source
         float_keys = [k for k in request.keys if type(self.df.schema[k].dataType).__name__ in ("FloatType", "DoubleType")]
         if not casts and not float_keys:
-            return self.df, []  # already canonical: no plan to build
+            return frame, []  # already canonical: no plan to build
         types = {c.name: c.dtype for c in target or ()}
         cols, oks = [], []
         for c in self.df.schema:
@@ -143,10 +176,13 @@ class SparkEngine:
                 ref = F.when(ref == F.lit(0.0), F.lit(0.0).cast(c.dataType)).otherwise(ref)
             cols.append(ref.alias(c.name))
         checks = [(_col(src).isNull() | _fits(_col(src), types[src])).alias(name) for name, src in oks]
-        return self.df.select(*cols, *checks), [src for _, src in oks]
+        return frame.select(*cols, *checks), [src for _, src in oks]
 
-    def _stats(self, df: Any, request: WriteRequest, hashed: list[str], oks: list[str], full: bool) -> list[Any]:
-        """One ``mapInArrow`` job: a stats row per partition (see spark_stats.py), collected."""
+    def _stats(
+        self, df: Any, request: WriteRequest, hashed: list[str], oks: list[str], full: bool, key_rows: bool = False,
+    ) -> list[Any]:
+        """One ``mapInArrow`` job: a stats row per partition (see spark_stats.py), collected. With ``key_rows``
+        each row also carries the partition's key, sequence and delete-flag columns (``_key_rows``)."""
         from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
         checked = [*request.keys, *([request.sequence] if request.sequence else [])]
@@ -155,7 +191,9 @@ class SparkEngine:
         if request.sequence and _column(df.schema[request.sequence]).category == "integer":
             ranged.append(request.sequence)  # its range tells whether the batch is newer than the table
         spark_types = {"long": LongType(), "binary": BinaryType()}
-        fields = spark_stats.output_fields(checked, floats, oks, [(k, df.schema[k].dataType) for k in ranged])
+        fields = spark_stats.output_fields(
+            checked, floats, oks, [(k, df.schema[k].dataType) for k in ranged], key_rows=key_rows
+        )
         if not full:
             fields = fields[:3]
         schema = StructType([StructField(n, spark_types.get(t, t) if isinstance(t, str) else t) for n, t in fields])
@@ -166,6 +204,7 @@ class SparkEngine:
             hashed=tuple(pos[c] for c in sorted(hashed)), checked=tuple(pos[c] for c in checked),
             floats=tuple(pos[c] for c in floats), oks=tuple(pos[OK_PREFIX + str(i)] for i in range(len(oks))),
             ranged=tuple(pos[k] for k in ranged), flag=pos.get(DELETE_FLAG), hashes_only=not full,
+            key_rows=tuple(pos[c] for c in _key_row_columns(request, df.columns)) if key_rows else (),
         )
         rows = df.toDF(*[pos[n] for n in df.columns]).mapInArrow(fn, schema).collect()
         return [rows, checked, floats, ranged]
@@ -175,6 +214,10 @@ class SparkEngine:
         total = sum(int(np.int64(r["hash"]).astype(np.uint64)) for r in rows) % 2**64
         schema = fp.schema_text((c.name, c.category) for c in (_column(df.schema[n]) for n in hashed))
         return fp.digest(schema, count, total)
+
+    def _keep_on_server(self) -> bool:
+        """The batch is prepared and merged on the server, never collected to this process (Spark Connect)."""
+        return _connect_large(self.df)
 
     def _collect_small(self, df: Any) -> pa.Table | None:
         """The batch as Arrow on the driver when it has at most LOCAL_ROWS rows, else None: read from its
@@ -203,7 +246,7 @@ class SparkEngine:
 
     def fingerprint(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> fp.Fingerprint:
         df, oks = self._canonical(request, target, casts)
-        small = self._collect_small(df)
+        small = None if self._keep_on_server() else self._collect_small(df)
         if small is not None:
             return fp.fingerprint(small, exclude=[OK_PREFIX + str(i) for i in range(len(oks))])
         hashed = [c for c in self.df.columns]
@@ -237,14 +280,29 @@ class SparkEngine:
         return df.withColumn(DELETE_FLAG, F.coalesce(F.expr(text).cast("boolean"), F.lit(False)))
 
     def prepare(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> PreparedBatch:
-        df, oks = self._canonical(request, target, casts)
         hashed = list(self.df.columns)
-        df = self._with_delete_flag(df, request)
-        small = self._collect_small(df)
-        if small is not None:  # a micro-batch: prepared on the driver, merged from a local relation
-            return self._prepare_small(small, df, request, target, casts, oks)
-        df = df.localCheckpoint(eager=False)
-        rows, checked, floats, ranged = self._run(lambda: self._stats(df, request, hashed, oks, full=True))
+        keep = self._keep_on_server()
+        if keep:
+            # The batch as sent is checkpointed lazily (the statistics job below fills it) and the casts and
+            # delete flag are computed over the checkpoint: deterministic expressions (delete_when is refused
+            # otherwise: predicate.py), so the statistics job and the MERGE see the same rows. Checkpointing a
+            # projection of a local relation instead would have Spark evaluate the projection on the driver,
+            # row by row, while planning (the optimizer folds it into a new local relation).
+            base = self.df.localCheckpoint(eager=False)
+            df, oks = self._canonical(request, target, casts, source=base)
+            df = self._with_delete_flag(df, request)
+        else:
+            df, oks = self._canonical(request, target, casts)
+            df = self._with_delete_flag(df, request)
+            small = self._collect_small(df)
+            if small is not None:  # a micro-batch: prepared on the driver, merged from a local relation
+                return self._prepare_small(small, df, request, target, casts, oks)
+            # Checkpointed lazily: the statistics job below fills it, and everything after (the MERGE, the
+            # no-op filter, a duplicate check) reads the checkpoint, never the source again.
+            df = df.localCheckpoint(eager=False)
+        rows, checked, floats, ranged = self._run(
+            lambda: self._stats(df, request, hashed, oks, full=True, key_rows=keep)
+        )
         def total(name: str) -> int:
             return sum(int(r[name] or 0) for r in rows)
 
@@ -270,18 +328,22 @@ class SparkEngine:
             if lows:
                 ranges[k] = (min(lows), max(highs))
         sequence_range = ranges.pop(request.sequence, None) if request.sequence not in request.keys else None
+        keys_local = _key_rows(rows, df.columns, request) if keep else None
         if (hashes is not None and fp.has_repeats(hashes)) or (hashes is None and count > 1 and _repeats(df, request)):
+            keys_local = None  # the rows change: the Spark paths below take over
             df, count = self._resolve_duplicates(df, request.keys, request.sequence)
             hashes = None
             if count <= fp.LOCAL_KEY_CHECK_ROWS:
                 stats = self._run(lambda: self._stats(df, request, list(df.columns), [], full=True))[0]
                 hashes = np.concatenate([np.frombuffer(r["key_hashes"], np.uint64) for r in stats]) if stats else None
         values = None
-        if rows and all(r["key_values"] is not None for r in rows):
+        if keys_local is not None:
+            values = keys_local.select(list(request.keys))
+        elif rows and all(r["key_values"] is not None for r in rows):
             values = spark_stats.read_key_values([r["key_values"] for r in rows], request.keys)
         return PreparedBatch(
             df, fingerprint, count, hashes, ranges, tuple(casts), delete_count=total("deletes"), key_values=values,
-            sequence_range=sequence_range,
+            sequence_range=sequence_range, keys_local=keys_local,
         )
 
     def history_batch(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> pa.Table:
@@ -354,6 +416,8 @@ class SparkEngine:
 
         if prepared.local is not None:  # no analysis round trip (Spark Connect) for a driver-side micro-batch
             return prepared.local.select(list(request.keys)).slice(0, 0)
+        if prepared.keys_local is not None:
+            return prepared.keys_local.select(list(request.keys)).slice(0, 0)
         schema = to_arrow_schema(prepared.data.select(*[_col(k) for k in request.keys]).schema, timezone="UTC")
         return schema.empty_table()
 
@@ -369,7 +433,23 @@ class SparkEngine:
             if count == 0:
                 return prepared, 0
             return self._local_source(prepared, table, prepared.data.schema, added_deletes=count), count
-        df = prepared.data
+        if prepared.keys_local is not None:  # kept on the server: matched here, joined lazily into the source
+            keys, count = arrow_batch.apply_tombstones(prepared.keys_local, request, tombstones)
+            if count == 0:
+                return prepared, 0
+            source = self._tombstone_join(prepared.data, request, tombstones).drop(STALE)
+            return replace(prepared.with_data(source, added_deletes=count), keys_local=keys), count
+        out = self._tombstone_join(prepared.data, request, tombstones).localCheckpoint(eager=True)
+        count = out.filter(F.col(STALE)).count()
+        if count == 0:
+            return prepared, 0
+        return prepared.with_data(out.drop(STALE), added_deletes=count), count
+
+    def _tombstone_join(self, df: Any, request: WriteRequest, tombstones: pa.Table) -> Any:
+        """``df`` with its rows made stale by ``tombstones`` turned into deletes at the tombstone's sequence,
+        and a STALE column marking them (a broadcast join with the tombstones; lazy)."""
+        from upsertsink.sparkapi import F
+
         kc = [key_column(i) for i in range(len(request.keys))]
         tomb = self.spark.createDataFrame(tombstones.select([*kc, SEQUENCE]))
         tomb = tomb.select(*[F.col(c).alias(f"__tomb_{c}") for c in [*kc, SEQUENCE]])
@@ -378,21 +458,19 @@ class SparkEngine:
         seq, tseq = _col(request.sequence), F.col(f"__tomb_{SEQUENCE}").cast(df.schema[request.sequence].dataType)
         stale = tseq.isNotNull() & ((seq < tseq) | ((seq == tseq) & ~F.col(DELETE_FLAG)))
         out = joined.withColumn(STALE, F.coalesce(stale, F.lit(False)))
-        out = out.select(*[
+        return out.select(*[
             (F.when(F.col(STALE), tseq).otherwise(seq).alias(c) if c == request.sequence else
              (F.col(DELETE_FLAG) | F.col(STALE)).alias(c) if c == DELETE_FLAG else _col(c))
             for c in df.columns
-        ], F.col(STALE)).localCheckpoint(eager=True)
-        count = out.filter(F.col(STALE)).count()
-        if count == 0:
-            return prepared, 0
-        return prepared.with_data(out.drop(STALE), added_deletes=count), count
+        ], F.col(STALE))
 
     def _rows(self, request: WriteRequest, prepared: PreparedBatch, deletes: bool) -> pa.Table:
         from upsertsink.sparkapi import F
 
         if prepared.local is not None:
             return arrow_batch.key_rows(prepared.local, request, deletes)
+        if prepared.keys_local is not None:
+            return arrow_batch.key_rows(prepared.keys_local, request, deletes)
         df = prepared.data
         if deletes and DELETE_FLAG not in df.columns:
             df = df.limit(0)
@@ -427,6 +505,23 @@ class SparkEngine:
 
     def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
         return spark_merge.repair(self.spark, request, deletes, metadata)
+
+
+def _key_row_columns(request: WriteRequest, columns: list[str]) -> list[str]:
+    """The columns a batch kept on the server ships to the driver: keys, sequence, delete flag."""
+    wanted = [*request.keys, *([request.sequence] if request.sequence else []), DELETE_FLAG]
+    return list(dict.fromkeys(c for c in wanted if c in columns))
+
+
+def _key_rows(rows: list[Any], columns: list[str], request: WriteRequest) -> pa.Table | None:
+    """The key rows the statistics job shipped (``_stats(key_rows=True)``), under the columns' real names;
+    None for an empty batch (the Spark paths handle it)."""
+    names = _key_row_columns(request, columns)
+    blobs = [r["key_rows"] for r in rows if r["key_rows"] is not None]
+    if not blobs:
+        return None
+    table = pa.concat_tables([pa.ipc.open_stream(b).read_all() for b in blobs])
+    return table.rename_columns(names)
 
 
 def _repeats(df: Any, request: WriteRequest) -> bool:

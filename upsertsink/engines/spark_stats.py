@@ -23,7 +23,8 @@ KEY_VALUES_ROWS = 20_000
 
 
 def output_fields(
-    checked: Sequence[str], floats: Sequence[str], oks: Sequence[str], ranged: Sequence[tuple[str, object]]
+    checked: Sequence[str], floats: Sequence[str], oks: Sequence[str], ranged: Sequence[tuple[str, object]],
+    key_rows: bool = False,
 ) -> list[tuple[str, object]]:
     """(name, spark type) of the stats row; ``ranged`` pairs a key with its Spark type. Types are filled
     in by the caller (this module imports no pyspark): the strings 'long' and 'binary', or the key's type."""
@@ -34,14 +35,18 @@ def output_fields(
     for i, (_, dtype) in enumerate(ranged):
         fields += [(f"min_{i}", dtype), (f"max_{i}", dtype)]
     fields += [("key_hashes", "binary"), ("key_values", "binary")]
+    if key_rows:
+        fields.append(("key_rows", "binary"))
     return fields
 
 
 def partition_stats(
     batches: Iterator[pa.RecordBatch], *, keys: Sequence[str], hashed: Sequence[str], checked: Sequence[str],
     floats: Sequence[str], oks: Sequence[str], ranged: Sequence[str], flag: str | None, hashes_only: bool = False,
+    key_rows: Sequence[str] = (),
 ) -> Iterator[pa.RecordBatch]:
-    """One stats row for the partition (nothing for an empty partition)."""
+    """One stats row for the partition (nothing for an empty partition). With ``key_rows``, those columns of
+    every row too (Arrow IPC), whatever the partition's size."""
     chunks = list(batches)
     if not chunks or not any(b.num_rows for b in chunks):
         return
@@ -78,7 +83,16 @@ def partition_stats(
             writer.write_table(part)
         values = sink.getvalue().to_pybytes()
     out["key_values"] = pa.array([values], pa.binary())
+    if key_rows:
+        out["key_rows"] = pa.array([_ipc(table.select(list(key_rows)))], pa.binary())
     yield pa.RecordBatch.from_pydict(out)
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 def read_key_values(blobs: Sequence[bytes], names: Sequence[str]) -> pa.Table:
