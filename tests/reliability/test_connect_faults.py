@@ -51,6 +51,31 @@ def test_connect_client_killed_at_each_step_converges_after_a_resend(connect, sh
     assert sink.last_batch_id() == len(data) - 1
 
 
+# The large-batch path (the batch kept on the server, engines/spark.py _keep_on_server): its own prepare, the
+# statistics job that ships the key rows, the tombstones joined into the MERGE source.
+LARGE_POINTS = [("prepared", 2), ("tombstones-recorded", 1), ("before-commit", 3), ("data-committed", 2)]
+
+
+@pytest.mark.parametrize(("point", "nth"), LARGE_POINTS, ids=[f"{p}@{n}" for p, n in LARGE_POINTS])
+def test_connect_large_batch_path_killed_at_each_step_converges_after_a_resend(
+    connect, short_feed, tmp_path, point, nth, monkeypatch
+):
+    from upsertsink.engines import spark as spark_engine
+
+    data, feed_file = short_feed
+    path = str(tmp_path / "t")
+    crashed = run_writer(
+        path, feed_file, engine="connect", remote=connect_url(connect), fault=f"{point}@{nth}", connect_large=True
+    )
+    assert crashed.returncode == FAULT_EXIT_CODE, f"point {point}@{nth} was not reached: {crashed.stderr[-2000:]}"
+    monkeypatch.setattr(spark_engine, "CONNECT_LOCAL_ROWS", 0)  # the re-send takes the same path
+    sink = _sink(path)
+    for i, rows in enumerate(data):
+        sink.write(connect.createDataFrame(arrow_batch(rows)), batch_id=i)
+    assert table_state(path) == model(data)
+    assert sink.last_batch_id() == len(data) - 1
+
+
 def _start_server(folder: Path) -> tuple[subprocess.Popen, str]:
     """A Connect server in a process of its own (connect_server.py), and its URL once it listens."""
     ready = folder / f"server-{time.monotonic_ns()}.url"

@@ -40,6 +40,8 @@ def main() -> int:
     p.add_argument("--order", help="comma-separated batch indexes: the order of the sends")
     p.add_argument("--late-batches", default="refuse", choices=["refuse", "apply"])
     p.add_argument("--scd2", action="store_true", help="a history sink (scd_type=2, op not tracked)")
+    p.add_argument("--connect-large", action="store_true",
+                   help="with --engine connect: every batch takes the large-batch path (kept on the server)")
     args = p.parse_args()
     feed = json.loads(Path(args.feed).read_text())
     history = {"scd_type": 2, "track_history_except": ["op"]} if args.scd2 else {}
@@ -54,6 +56,10 @@ def main() -> int:
         from upsertsink import spark_session
 
         spark = spark_session("upsertsink-reliability", remote=args.remote)
+        if args.connect_large:  # the threshold is a module constant: small test batches take the large path
+            from upsertsink.engines import spark as spark_engine
+
+            spark_engine.CONNECT_LOCAL_ROWS = 0
     if args.start_at:
         time.sleep(max(0.0, args.start_at - time.time()))
     out = open(args.result, "a") if args.result else None  # noqa: SIM115 - closed at the end
