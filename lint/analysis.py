@@ -110,7 +110,13 @@ class ModuleAnalysis:
         facts, keys, taint = ctx.facts, ctx.keys, ctx.taint
         assert isinstance(facts, Facts) and keys is not None and taint is not None
         seq_n = {norm(s) for s in keys.sequence}
-        targets = Targets(self.model, self.values, facts)
+        built: list[Targets] = []
+
+        def targets() -> Targets:  # where DataFrames flow: followed only in modules where a source is
+            if not built:
+                built.append(Targets(self.model, self.values, facts))
+            return built[0]
+
         # per source: (rank, target, column, decides rows, table) of everything it reaches
         reach: dict[Src, list[tuple[float, str, str, bool, str | None]]] = {}
         labels = dict(keys.labels)
@@ -121,29 +127,41 @@ class ModuleAnalysis:
                 continue
             name = writes[0].column
             for w in writes:  # each write is judged against the keys of the table it goes to
-                tables = targets.tables_of(w.anchor)
-                keyed = col_n in {norm(k) for k in keys.of_tables(tables, targets.keyless)}
+                sources = taint.write_taint(w)
+                if not sources:
+                    continue
+                tables = targets().tables_of(w.anchor)
+                keyed = col_n in {norm(k) for k in keys.of_tables(tables, targets().keyless)}
                 pattern = None if keyed or col_n in seq_n else keys.pattern(col_n)
                 if keyed:
                     entry = (0, "key", name, False, keys.table_of_key(name, tables))
                 elif col_n in seq_n:
                     entry = (1, "sequence", name, False, _one(tables))
                 elif pattern is not None and facts.writes_data:
-                    entry = (0.2, "key", name, False, _one(tables))  # after a declared key: that explains more
+                    entry = (
+                        0.2,
+                        "key",
+                        name,
+                        False,
+                        _one(tables),
+                    )  # after a declared key: that explains more
                     labels.setdefault(col_n, f"key-like column (its name matches key pattern `{pattern}`)")
                 else:
                     entry = (2, "column", name, False, _one(tables))
-                for s in taint.write_taint(w):
+                for s in sources:
                     reach.setdefault(s, []).append(entry)
                     known = carried.get(s, set())
                     carried[s] = None if known is None or not tables else known | tables
         for effect in facts.rows:
-            tables = targets.tables_of(effect.anchor)
-            for s in taint.write_taint(effect):
+            sources = taint.write_taint(effect)
+            if not sources:
+                continue
+            tables = targets().tables_of(effect.anchor)
+            for s in sources:
                 via = carried.get(s)
                 if tables and via and not via & tables:
                     continue  # a column of the same name written to other tables only
-                reach.setdefault(s, []).append(_row_target(keys, tables, effect, s, targets.keyless))
+                reach.setdefault(s, []).append(_row_target(keys, tables, effect, s, targets().keyless))
         out: list[Reach] = []
         for s, entries in reach.items():
             entries.sort(key=lambda e: e[:4])

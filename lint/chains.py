@@ -203,10 +203,8 @@ class Uses:
                 call = p  # model.transform(df): a fitted model's predictions, a new DataFrame
             elif t is ast.Assign and p.value is cur and [type(x) for x in p.targets] == [ast.Name]:
                 return p.targets[0].id, scope
-            elif t is ast.Expr and type(cur) is not ast.Call:
-                return False  # ``pdf.iloc[:5]`` alone on its line: a notebook shows it
-            else:
-                return True
+            else:  # ``pdf.iloc[:5]`` alone on its line (not a call) is looked at: a notebook shows it
+                return not (t is ast.Expr and type(cur) is not ast.Call)
             cur, p = call, parent.get(id(call))
         return True
 

@@ -263,9 +263,8 @@ def lint_command(
         # what is left: the fixed files linted again (unchanged files come from the cache)
         with _progress_bar(enabled=False) as progress:
             result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress)
-    from upsertsink.lint.report import render, render_statistics
-
     from upsertsink.lint.checker import fixable
+    from upsertsink.lint.report import render, render_statistics
 
     can_fix = fixable(result.findings, unsafe_fixes)
     if statistics:

@@ -16,7 +16,6 @@ from upsertsink.lint import chains, extract_columns, extract_tables
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.api import (
     FACTS,
-    MERGE_CONDITION_KEYWORDS,
     PIPELINE_CDC_FLOWS,
     PIPELINE_STORED,
     ROW_METHODS,
@@ -53,8 +52,8 @@ class Collector:
         self.rows: list[RowEffect] = []
         self.declared: list[KeyDecl] = []
         self.sink_calls: list[tuple[ast.Call, Scope]] = []
-        self.merge_conds: list[tuple[ast.AST, Scope]] = []
-        self.merges: list[tuple[ast.Call, Scope]] = []  # the MERGE calls (``.merge(source, condition)``)
+        # the MERGE calls (``.merge(source, condition)``) with their condition, if any
+        self.merges: list[tuple[ast.Call, ast.AST | None, Scope]] = []
         self.seq_conds: list[tuple[ast.AST, Scope]] = []
         self.dbt_keys: list[tuple[ast.Call, Scope]] = []
         self.ext_keys: list[tuple[str, Scope]] = []
@@ -92,8 +91,11 @@ class Collector:
             delete_when = model.kwarg(call, "delete_when")
             if delete_when is not None:
                 self._condition_effect(delete_when, scope)
-        for call, scope in self.merges:  # a MERGE's condition decides which keys are inserted or matched
-            cond = call.args[1] if len(call.args) > 1 else model.kwarg(call, *MERGE_CONDITION_KEYWORDS)
+        for (
+            call,
+            cond,
+            scope,
+        ) in self.merges:  # a MERGE's condition decides which keys are inserted or matched
             if cond is not None:
                 self._current = call
                 self._condition_effect(cond, scope)
@@ -103,7 +105,6 @@ class Collector:
             rows=tuple(self.rows),
             declared=tuple(self.declared),
             sink_calls=tuple(self.sink_calls),
-            merge_conds=tuple(self.merge_conds),
             merges=tuple(self.merges),
             seq_conds=tuple(self.seq_conds),
             dbt_keys=tuple(self.dbt_keys),

@@ -119,10 +119,8 @@ def on_filter(col: Collector, call: ast.Call, scope: Scope) -> None:
 
 
 def on_merge(col: Collector, call: ast.Call, scope: Scope) -> None:
-    col.merges.append((call, scope))
     cond = call.args[1] if len(call.args) > 1 else col.model.kwarg(call, *MERGE_CONDITION_KEYWORDS)
-    if cond is not None:
-        col.merge_conds.append((cond, scope))
+    col.merges.append((call, cond, scope))
 
 
 def on_merge_map(col: Collector, call: ast.Call, scope: Scope) -> None:

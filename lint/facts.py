@@ -78,9 +78,9 @@ class Reach:
 @dataclass
 class Write:
     column: str
-    scope: "Scope"
+    scope: Scope
     expr: ast.AST | None = None
-    sql: tuple["sqlmod.SqlPart", PosText] | None = None
+    sql: tuple[sqlmod.SqlPart, PosText] | None = None
     node: ast.AST | None = None
     rename: bool = False  # expr is a Constant holding the old column name
     own: Src | None = None  # a source the write itself introduces (``agg({"v": "first"})``)
@@ -90,9 +90,9 @@ class Write:
 @dataclass
 class RowEffect:
     kind: str  # filter | limit | sample | dedup | merge
-    scope: "Scope"
+    scope: Scope
     expr: ast.AST | None = None
-    sql: tuple["sqlmod.SqlPart", PosText] | None = None
+    sql: tuple[sqlmod.SqlPart, PosText] | None = None
     own: Src | None = None
     subset: list[str] | None = None
     anchor: ast.AST | None = None  # the DataFrame method call that makes the choice
@@ -119,8 +119,8 @@ class Facts:
     rows: tuple[RowEffect, ...]
     declared: tuple[KeyDecl, ...]  # in the order the code declares them
     sink_calls: tuple[tuple[ast.Call, Scope], ...]
-    merge_conds: tuple[tuple[ast.AST, Scope], ...]  # MERGE conditions (keys are read from them)
-    merges: tuple[tuple[ast.Call, Scope], ...]  # the MERGE calls (their target table and source)
+    # the MERGE calls with their condition (keys are read from it; None: no condition given)
+    merges: tuple[tuple[ast.Call, ast.AST | None, Scope], ...]
     seq_conds: tuple[tuple[ast.AST, Scope], ...]  # whenMatchedUpdate(condition=...): which version wins
     dbt_keys: tuple[tuple[ast.Call, Scope], ...]
     ext_keys: tuple[tuple[str, Scope], ...]  # keys declared by other files' functions called here

@@ -7,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from upsertsink.lint.checker import Finding
+from upsertsink.lint.checker import Finding, fixable
 from upsertsink.lint.config import Settings
-from upsertsink.lint.checker import fixable
 from upsertsink.lint.fixes import (
     FileEdit,
     add_noqa,

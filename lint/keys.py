@@ -9,7 +9,6 @@ import fnmatch
 from upsertsink.lint import chains
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.facts import Facts, KeyDecl, norm, strip_qualifier
-from upsertsink.lint.api import MERGE_CONDITION_KEYWORDS
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.tables import merge_target, sink_target
@@ -112,13 +111,10 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
         for s in values.const_strings(seq_node, scope) or []:
             # an SCD type 2 sink's sequence becomes every version's __START_AT/__END_AT
             out.append(KeyDecl(s, "sequence column", scope, sequence=True, history=history))
-    merge_tables = {}  # id(condition) -> the table its MERGE writes
-    for call, scope in facts.merges:
-        cond = call.args[1] if len(call.args) > 1 else model.kwarg(call, *MERGE_CONDITION_KEYWORDS)
-        if cond is not None:
-            merge_tables[id(cond)] = merge_target(model, values, call, scope)
-    for cond, scope in facts.merge_conds:
-        table = merge_tables.get(id(cond))
+    for call, cond, scope in facts.merges:
+        if cond is None:
+            continue
+        table = merge_target(model, values, call, scope)
         text = values.str_value(cond, scope)
         cols: list[str] = []
         if text is not None:

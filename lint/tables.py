@@ -65,7 +65,7 @@ class Targets:
         self.model = model
         self._flows: dict[int, set[str]] = {}  # id(DataFrame call) -> tables it flows into
         self.keyless: set[str] = set()  # tables written by a writer that takes no key (saveAsTable...)
-        for call, scope in facts.merges:
+        for call, _cond, scope in facts.merges:
             table = merge_target(model, values, call, scope)
             source = call.args[0] if call.args else model.kwarg(call, "source")
             if table is None:
