@@ -234,3 +234,20 @@ def test_an_empty_file_left_by_a_failed_tombstone_write_is_skipped_and_compacted
     assert result.stale == 1 and [r["id"] for r in read_rows(path)] == [2, 3]
     report = TombstoneStore(path, ("id",), "seq", None).compact()
     assert not os.path.exists(empty) and report["tombstones"] == 1
+
+
+def test_a_batch_of_more_than_a_thousand_keys_meets_the_deletes_among_them(tmp_path):
+    # a large batch is matched against the index in one pass, a small one key by key: both find the same rows
+    path = str(tmp_path / "t")
+    s = cdc_sink(path)
+    s.write(pa.Table.from_pylist(cdc(*[(i, "a", 1, "U") for i in range(3000)]), pa.schema(CDC)), batch_id=0)
+    s.write(pa.Table.from_pylist(cdc(*[(i, "a", 2, "D") for i in range(0, 3000, 7)]), pa.schema(CDC)), batch_id=1)
+    stale = cdc(*[(i, "old", 1, "U") for i in range(2000)])  # older than the deletes: kept out
+    s.write(pa.Table.from_pylist(stale, pa.schema(CDC)), batch_id=2)
+    rows = {r["id"]: r["name"] for r in read_rows(path)}
+    assert not any(i in rows for i in range(0, 3000, 7))
+    assert len(rows) == 3000 - len(range(0, 3000, 7)) and set(rows.values()) == {"a"}
+    small = cdc(*[(7, "old", 1, "U"), (14, "new", 3, "U")])
+    s.write(pa.Table.from_pylist(small, pa.schema(CDC)), batch_id=3)
+    rows = {r["id"]: r["name"] for r in read_rows(path)}
+    assert 7 not in rows and rows[14] == "new"

