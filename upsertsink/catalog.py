@@ -66,19 +66,32 @@ def active_session(feature: str) -> Any:
 def location(spark: Any, name: str) -> str | None:
     """The table's location as a path or URI the sink can read (file: URIs as local paths); None when no table
     of that name exists. A table that is not a Delta table is refused, naming it."""
-    if not spark.catalog.tableExists(name):
+    found = detail(spark, name)
+    return None if found is None else as_path(str(found["location"]))
+
+
+def detail(spark: Any, name: str) -> dict[str, Any] | None:
+    """``DESCRIBE DETAIL`` of the Delta table ``name`` as a dict; None when no table of that name exists. A
+    table that is not a Delta table is refused, naming it."""
+    try:
+        exists = spark.catalog.tableExists(name)
+    except Exception as err:  # noqa: BLE001 - Spark refused: say which table, not the raw engine error
+        from upsertsink.conflicts import first_line
+
+        raise UpsertSinkError(f"looking up table {name} in Spark's catalog failed: {first_line(err)}") from None
+    if not exists:
         return None
     try:
-        detail = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]
+        row = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]
     except Exception as err:  # noqa: BLE001 - Spark refused: say which table, not the raw engine error
         from upsertsink.conflicts import first_line
 
         raise NotADeltaTableError(f"table {name} cannot be written by the sink: {first_line(err)}") from None
-    fmt = str(detail["format"] or "").lower()
+    fmt = str(row["format"] or "").lower()
     if fmt != "delta":
         raise NotADeltaTableError(f"table {name} is a {fmt or 'non-Delta'} table, not a Delta table: the sink MERGEs "
                                   "into Delta tables only. Nothing was written.")
-    return as_path(str(detail["location"]))
+    return row.asDict()
 
 
 def as_path(uri: str) -> str:
