@@ -1,11 +1,12 @@
 """Delta tables named in Spark's catalog (``catalog.schema.table``): finding them, creating them by name.
 
 A sink for a named table (``UpsertSink.for_table``) asks Spark, on the batch's session (classic or Spark
-Connect), where the table lives (``DESCRIBE DETAIL``), creates it under its name when it does not exist
-(``saveAsTable``: registered in the catalog, managed unless the name's schema says otherwise), and then runs
-the write protocol on that location. The sink reads the table's log (its markers and its own bookkeeping)
-from the location with deltalake, so the job needs read access to the table's files; a catalog that hides
-them (Unity Catalog's governed tables) is not supported yet (docs/user-guide.md, "Spark Connect and catalogs").
+Connect), for the table (``DESCRIBE DETAIL``: location, properties, features) and creates it under its name
+when it does not exist (``saveAsTable``: registered in the catalog, managed unless the name's schema says
+otherwise). Then, by ``file_access``: when this process can read the location with deltalake (or
+``file_access=True``) the write protocol runs on the location's files as for a path; when it cannot (a governed
+catalog such as Unity Catalog, or ``file_access=False``) it runs in Spark-only mode, through SQL on the name
+alone (``catalog_table.py``; docs/user-guide.md, "Spark Connect and catalogs").
 """
 
 from __future__ import annotations
