@@ -111,3 +111,19 @@ def test_spark_only_mode_keeps_every_guarantee_without_touching_the_files(sessio
     assert older.inserted + older.updated == 0  # the sequence guard
     assert sorted((r["id"], r["v"]) for r in session.table(name).collect()) == [(1, "a"), (3, "c"), (4, "d")]
     assert fresh.last_batch_id() == 6
+
+
+def test_a_history_sink_is_refused_in_spark_only_mode_naming_the_table(spark, schema, no_files):
+    name = f"{schema}.customers"
+    sink = _cdc(name, scd_type=2, track_history_except=["op"], file_access=False)
+    with pytest.raises(UpsertSinkError, match=f"table {name}: a history sink"):
+        sink.write(spark.createDataFrame([(1, "Elm", 10, "U")], SCHEMA), batch_id=0)
+    assert not spark.catalog.tableExists(name)  # refused before anything was created
+
+
+def test_the_companion_table_name_keeps_catalog_and_schema_and_quotes():
+    from upsertsink.catalog_table import tombstone_table_name
+
+    assert tombstone_table_name("main.sales.orders") == "`main`.`sales`.`orders__upsertsink_tombstones`"
+    assert tombstone_table_name("s.`my t`") == "`s`.`my t__upsertsink_tombstones`"
+    assert tombstone_table_name("t") == "`t__upsertsink_tombstones`"

@@ -14,7 +14,7 @@ from typing import Any
 from upsertsink import batch as B
 from upsertsink import markers, predicate
 from upsertsink.engines.base import Engine, WriteRequest
-from upsertsink.errors import InvalidInputError, option
+from upsertsink.errors import InvalidInputError, UpsertSinkError, option
 from upsertsink.io import is_spark_frame
 from upsertsink.protocol import Settings, WriteResult, write
 from upsertsink.session import is_connect, require_connect, require_spark
