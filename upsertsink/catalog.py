@@ -1,11 +1,12 @@
 """Delta tables named in Spark's catalog (``catalog.schema.table``): finding them, creating them by name.
 
 A sink for a named table (``UpsertSink.for_table``) asks Spark, on the batch's session (classic or Spark
-Connect), where the table lives (``DESCRIBE DETAIL``), creates it under its name when it does not exist
-(``saveAsTable``: registered in the catalog, managed unless the name's schema says otherwise), and then runs
-the write protocol on that location. The sink reads the table's log (its markers and its own bookkeeping)
-from the location with deltalake, so the job needs read access to the table's files; a catalog that hides
-them (Unity Catalog's governed tables) is not supported yet (docs/user-guide.md, "Spark Connect and catalogs").
+Connect), for the table (``DESCRIBE DETAIL``: location, properties, features) and creates it under its name
+when it does not exist (``saveAsTable``: registered in the catalog, managed unless the name's schema says
+otherwise). Then, by ``file_access``: when this process can read the location with deltalake (or
+``file_access=True``) the write protocol runs on the location's files as for a path; when it cannot (a governed
+catalog such as Unity Catalog, or ``file_access=False``) it runs in Spark-only mode, through SQL on the name
+alone (``catalog_table.py``; docs/user-guide.md, "Spark Connect and catalogs").
 """
 
 from __future__ import annotations
@@ -66,19 +67,32 @@ def active_session(feature: str) -> Any:
 def location(spark: Any, name: str) -> str | None:
     """The table's location as a path or URI the sink can read (file: URIs as local paths); None when no table
     of that name exists. A table that is not a Delta table is refused, naming it."""
-    if not spark.catalog.tableExists(name):
+    found = detail(spark, name)
+    return None if found is None else as_path(str(found["location"]))
+
+
+def detail(spark: Any, name: str) -> dict[str, Any] | None:
+    """``DESCRIBE DETAIL`` of the Delta table ``name`` as a dict; None when no table of that name exists. A
+    table that is not a Delta table is refused, naming it."""
+    try:
+        exists = spark.catalog.tableExists(name)
+    except Exception as err:  # noqa: BLE001 - Spark refused: say which table, not the raw engine error
+        from upsertsink.conflicts import first_line
+
+        raise UpsertSinkError(f"looking up table {name} in Spark's catalog failed: {first_line(err)}") from None
+    if not exists:
         return None
     try:
-        detail = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]
+        row = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]
     except Exception as err:  # noqa: BLE001 - Spark refused: say which table, not the raw engine error
         from upsertsink.conflicts import first_line
 
         raise NotADeltaTableError(f"table {name} cannot be written by the sink: {first_line(err)}") from None
-    fmt = str(detail["format"] or "").lower()
+    fmt = str(row["format"] or "").lower()
     if fmt != "delta":
         raise NotADeltaTableError(f"table {name} is a {fmt or 'non-Delta'} table, not a Delta table: the sink MERGEs "
                                   "into Delta tables only. Nothing was written.")
-    return as_path(str(detail["location"]))
+    return row.asDict()
 
 
 def as_path(uri: str) -> str:

@@ -336,7 +336,7 @@ def open_snapshot(path: str, storage_options: dict[str, str] | None = None) -> S
 def keep(snapshot: Snapshot) -> None:
     """Give the snapshot's handle back for the next write on this thread (the newest one wins)."""
     table = snapshot.table
-    if table is None:
+    if table is None or getattr(snapshot, "spark_only", False):  # a snapshot of a table's history (by name)
         return
     key = _key(snapshot.path, snapshot.storage_options)
     cache = _cache()

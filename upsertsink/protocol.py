@@ -107,7 +107,7 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
     for attempt in range(settings.max_retries + 1):
         snapshot = None
         try:
-            snapshot = markers.open_snapshot(request.target, request.storage_options)
+            snapshot = _open(request)
             target = engine.target_columns(request, snapshot)
             state = _app_state(request, snapshot)
             late = False
@@ -141,6 +141,13 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
             if snapshot is not None:
                 markers.keep(snapshot)
     raise AssertionError("unreachable")
+
+
+def _open(request: WriteRequest) -> Any:
+    """The attempt's snapshot: of the files (deltalake), or, in Spark-only mode, of the table's history."""
+    if request.catalog is not None:
+        return request.catalog.snapshot()
+    return markers.open_snapshot(request.target, request.storage_options)
 
 
 def _app_state(request: WriteRequest, snapshot: markers.Snapshot) -> ledger.AppState:
@@ -402,10 +409,16 @@ def _not_remembered(deletes: pa.Table, seen: pa.Table | None, kc: list[str]) -> 
 
 def _store(request: WriteRequest) -> TombstoneStore:
     assert request.sequence is not None
+    if request.catalog is not None:  # Spark-only mode: the companion table (catalog_table.py)
+        from upsertsink.catalog_table import NamedTombstoneStore
+
+        return NamedTombstoneStore(request.catalog, request.keys, request.sequence)
     return TombstoneStore(request.target, request.keys, request.sequence, request.storage_options)
 
 
 def _matching(store: TombstoneStore, engine: Engine, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
+    if request.catalog is not None:  # a semi-join of the companion table with the batch's keys, on the server
+        return store.matching_batch(prepared.data, engine.key_sample(request, prepared))  # type: ignore[attr-defined]
     return store.matching(prepared.key_hashes, engine.key_sample(request, prepared), prepared.key_ranges)
 
 
@@ -475,8 +488,11 @@ def _repair(
     overtaken = joined.filter(pc.greater(joined[SEQUENCE], pc.cast(joined["_ours"], joined[SEQUENCE].type)))
     if overtaken.num_rows == 0:
         return None
-    snapshot = markers.open_snapshot(request.target, request.storage_options)
-    stored = stored_sequences(snapshot, request.keys, request.sequence, overtaken.select(kc))
+    snapshot = _open(request)
+    if request.catalog is not None:
+        stored = snapshot.stored_sequences(request.keys, request.sequence, overtaken.select(kc))
+    else:
+        stored = stored_sequences(snapshot, request.keys, request.sequence, overtaken.select(kc))
     both = overtaken.select([*kc, SEQUENCE]).join(stored.rename_columns([*kc, "_stored"]), keys=kc)
     older = both.filter(pc.fill_null(pc.less(pc.cast(both["_stored"], both[SEQUENCE].type), both[SEQUENCE]), False))
     if older.num_rows == 0:

@@ -14,7 +14,7 @@ from typing import Any
 from upsertsink import batch as B
 from upsertsink import markers, predicate
 from upsertsink.engines.base import Engine, WriteRequest
-from upsertsink.errors import InvalidInputError, option
+from upsertsink.errors import InvalidInputError, UpsertSinkError, option
 from upsertsink.io import is_spark_frame
 from upsertsink.protocol import Settings, WriteResult, write
 from upsertsink.session import is_connect, require_connect, require_spark
@@ -103,8 +103,14 @@ class UpsertSink:
         track_history_except: list[str] | None = None,
         ignore_null_updates: bool = False,
         _table_name: str | None = None,
+        _file_access: bool | None = None,
     ):
         self.table_name = _table_name
+        if _file_access not in (None, True, False):
+            raise InvalidInputError(f"{option('file_access')} must be None, True or False, got {_file_access!r}")
+        self.file_access = _file_access
+        self.spark_only: bool | None = None  # for_table: decided at the first write (or last_batch_id) from file_access
+        self._named: Any = None  # Spark-only mode: the catalog_table.NamedTable of the current write
         if _table_name is not None:  # for_table: the location comes from the catalog at the first write
             self.target: str | None = None
         elif not isinstance(target, str) or not target:
@@ -162,19 +168,21 @@ class UpsertSink:
         self.track_history_except = None if self._history is None else self._history.track_except
 
     @classmethod
-    def for_table(cls, name: str, keys: str | list[str], **options: Any) -> UpsertSink:
+    def for_table(cls, name: str, keys: str | list[str], *, file_access: bool | None = None, **options: Any) -> UpsertSink:
         """A sink for the Delta table ``name`` in Spark's catalog (``table``, ``schema.table`` or
         ``catalog.schema.table``), with the same options as the constructor.
 
         Writes go through Spark (the batch's session, classic or Spark Connect; a pandas or Arrow batch through
         the active session); the first write creates the table under that name when it does not exist. The
-        default ``app_id`` is ``upsertsink:<name>``. The sink reads the table's log from its location, so the
-        job needs read access to the table's files (see docs/user-guide.md, "Spark Connect and catalogs")."""
+        default ``app_id`` is ``upsertsink:<name>``. ``file_access``: None (default) reads the table's log from
+        its location when this process can, else works through Spark SQL on the name only ("Spark-only
+        mode", for catalogs that hide the files); False always Spark-only; True always the files (see
+        docs/user-guide.md, "Spark Connect and catalogs")."""
         from upsertsink import catalog
 
-        if "target" in options or "_table_name" in options:
+        if "target" in options or "_table_name" in options or "_file_access" in options:
             raise InvalidInputError("UpsertSink.for_table takes the table's name, not a target path")
-        return cls("", keys, _table_name=catalog.check_name(name), **options)
+        return cls("", keys, _table_name=catalog.check_name(name), _file_access=file_access, **options)
 
     # ------------------------------------------------------------------ public
 
@@ -190,8 +198,9 @@ class UpsertSink:
         if self.tombstone_retention is not None:
             retention = int(self.tombstone_retention.total_seconds() * 1_000_000)
         assert self.target is not None
+        named = self._named if self.spark_only else None
         request = WriteRequest(
-            target=self.target, keys=self.keys, sequence=self.sequence_by, delete_when=self._delete_when,
+            target=self.target if named is None else self.table_name, catalog=named, keys=self.keys, sequence=self.sequence_by, delete_when=self._delete_when,
             app_id=self.app_id, batch_id=batch_id,
             partition_by=tuple(self.partition_by) if self.partition_by else None,
             storage_options=engine.storage_options, history=self._history,
@@ -212,6 +221,11 @@ class UpsertSink:
         """The last batch id committed to the table for this sink's app_id, or None."""
         if self.table_name is not None and not self._locate(None, None):
             return None  # no table of that name yet
+        if self.spark_only:
+            from upsertsink.catalog_table import named_errors
+
+            with named_errors(self.table_name, "reading the last batch id of"):
+                return self._named.snapshot().last_batch(self.app_id)
         assert self.target is not None
         return markers.last_batch_id(self.target, self.app_id, deltalake_options(self.target, self.storage_options))
 
@@ -223,6 +237,8 @@ class UpsertSink:
 
         if self.table_name is not None and not self._locate(None, None):
             raise InvalidInputError(f"table {self.table_name} does not exist: there is nothing to maintain")
+        if self.spark_only:
+            return self._maintain_named()
         assert self.target is not None
         return maintain(self.target, deltalake_options(self.target, self.storage_options))
 
@@ -248,26 +264,82 @@ class UpsertSink:
         return spark.createDataFrame(to_arrow_table(data))
 
     def _locate(self, spark: Any, df: Any) -> bool:
-        """Find (with ``df``: create) the named table; sets ``self.target`` to its location. False when the
-        table does not exist and ``df`` is None."""
+        """Find (with ``df``: create) the named table; sets ``self.target`` to its location and, at the first
+        call, chooses the mode (``file_access``). False when the table does not exist and ``df`` is None."""
         from upsertsink import catalog
 
         assert self.table_name is not None
-        if self.target is not None and markers.table_exists(self.target, deltalake_options(self.target, self.storage_options)):
+        if not self.spark_only and self.target is not None and markers.table_exists(
+                self.target, deltalake_options(self.target, self.storage_options)):
             return True  # still where the catalog said it was (a dropped table is looked up again)
         if spark is None:
             spark = catalog.active_session(f"UpsertSink.for_table({self.table_name!r})")
-        found = catalog.location(spark, self.table_name)
-        if found is None:
+        detail = catalog.detail(spark, self.table_name)
+        if detail is None:
             if df is None:
                 return False
-            found = catalog.create(
+            if self.spark_only is None and self.file_access is False:
+                self._refuse_history()
+            catalog.create(
                 spark, self.table_name, df, self.partition_by, B.needs_column_mapping(df.columns),
                 history_of=self.sequence_by if self._history is not None else None,
             )
-        _check_local_path(found)
+            detail = catalog.detail(spark, self.table_name)
+            if detail is None:
+                raise UpsertSinkError(f"table {self.table_name} was created but the catalog does not show it")
+        found = catalog.as_path(str(detail["location"]))
+        if self.spark_only is None:
+            self.spark_only = self._choose_mode(found)
+        if self.spark_only:
+            from upsertsink.catalog_table import NamedTable
+
+            self._refuse_history()
+            self._named = NamedTable(spark, self.table_name, detail)
+        else:
+            _check_local_path(found)
         self.target = found
         return True
+
+    def _choose_mode(self, location: str) -> bool:
+        """True for Spark-only mode: ``file_access=False``, or None and the location cannot be read here."""
+        if self.file_access is not None:
+            mode = not self.file_access
+            reason = f"file_access={self.file_access}"
+        else:
+            from upsertsink.catalog_table import files_readable
+
+            readable, why = files_readable(location, deltalake_options(location, self.storage_options))
+            if readable:
+                try:
+                    _check_local_path(location)
+                except InvalidInputError as err:
+                    readable, why = False, str(err).split(":", 1)[0]
+            mode, reason = not readable, why
+        log.info("table %s at %s: %s (%s)", self.table_name, location,
+                 "Spark-only mode (SQL on the name; no access to its files)" if mode else "files read with deltalake",
+                 reason)
+        return mode
+
+    def _refuse_history(self) -> None:
+        if self._history is not None:
+            from upsertsink.catalog_table import CatalogTableError
+
+            raise CatalogTableError(
+                f"table {self.table_name}: a history sink (scd_type=2) keeps its events in files beside the table, "
+                "which Spark-only mode (no access to the table's files) cannot read or write. Give the job read and "
+                "write access to the table's location (file_access=None or True), or use scd_type=1. Nothing was "
+                "written."
+            )
+
+    def _maintain_named(self) -> Any:
+        """Spark-only mode's maintenance: the companion tombstone table of this sink's keys, cleaned by SQL."""
+        from upsertsink.catalog_table import NamedTombstoneStore
+
+        if self.sequence_by is None or self.delete_when is None:
+            return {"table": self.table_name, "tombstones": []}
+        store = NamedTombstoneStore(self._named, self.keys, self.sequence_by)
+        return {"table": self.table_name, "tombstones": [{"table": store.table_name, "scope": store.scope,
+                                                           **store.compact()}]}
 
     def _engine_for(self, data: Any) -> Engine:
         if is_spark_frame(data):

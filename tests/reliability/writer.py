@@ -2,7 +2,7 @@
 
     python writer.py --path T --feed feed.json [--engine embedded|spark|connect --remote sc://...] [--start N] [--stop M]
                      [--app-id A] [--no-batch-ids] [--result out.json] [--start-at UNIXTIME]
-                     [--order 3,0,2,1] [--late-batches refuse|apply] [--scd2]
+                     [--order 3,0,2,1] [--late-batches refuse|apply] [--scd2] [--spark-only]
 
 Batch i of the feed is sent with batch id i, in feed order from --start to --stop, or in the order --order
 gives (its positions from --start to --stop). Each call's outcome (written / skipped / ConcurrentWriteError /
@@ -42,11 +42,17 @@ def main() -> int:
     p.add_argument("--scd2", action="store_true", help="a history sink (scd_type=2, op not tracked)")
     p.add_argument("--connect-large", action="store_true",
                    help="with --engine connect: every batch takes the large-batch path (kept on the server)")
+    p.add_argument("--spark-only", action="store_true",
+                   help="--path is a table NAME in the session's catalog, written in Spark-only mode (file_access=False)")
     args = p.parse_args()
     feed = json.loads(Path(args.feed).read_text())
     history = {"scd_type": 2, "track_history_except": ["op"]} if args.scd2 else {}
-    sink = UpsertSink(args.path, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id=args.app_id,
-                      late_batches=args.late_batches, **history)
+    options = dict(sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id=args.app_id, late_batches=args.late_batches,
+                   **history)
+    if args.spark_only:
+        sink = UpsertSink.for_table(args.path, KEYS, file_access=False, **options)
+    else:
+        sink = UpsertSink(args.path, KEYS, **options)
     spark = None
     if args.engine == "spark":
         from upsertsink import spark_session

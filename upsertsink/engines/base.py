@@ -37,6 +37,9 @@ class WriteRequest:
     storage_options: dict[str, str] | None = None
     history: Any = None  # a history.HistorySpec for a type-2 (history) sink, else None
     ignore_null_updates: bool = False
+    # Spark-only mode (a table named in the catalog whose files the job does not read): the
+    # catalog_table.NamedTable every read and write of the protocol goes through; ``target`` is then its name
+    catalog: Any = None
 
     @property
     def tracks_deletes(self) -> bool:

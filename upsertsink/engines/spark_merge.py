@@ -198,9 +198,13 @@ def _connect_lock(spark: Any) -> threading.Lock:
 
 
 def _merge_sql(session: Any, target: str, source: Any, plan: MergePlan, evolve: bool, extra_on: str | None) -> Any:
-    """Run the plan as a SQL ``MERGE`` (Spark Connect), the source registered as a temp view of the session.
-    Returns the metrics rows (none when Delta skipped the MERGE for its txn marker)."""
+    """Run the plan as a SQL ``MERGE`` (Spark Connect, and every session in Spark-only mode), the source
+    registered as a temp view of the session. ``target`` is a path, or ``catalog:<quoted name>`` (a
+    ``catalog_table.NamedTable.table_uri``). Returns the metrics rows (none when Delta skipped the MERGE for
+    its txn marker)."""
     view = f"upsertsink_source_{uuid.uuid4().hex}"
+    target_sql = target.removeprefix("catalog:") if target.startswith("catalog:") else f"delta.{quote(target, 'spark')}"
+    shared = not is_connect(session)  # a classic child session sees the user's views only as global ones
     on = plan.on("spark")
     if extra_on is not None:
         on = f"({on}) AND ({extra_on})"
@@ -218,17 +222,48 @@ def _merge_sql(session: Any, target: str, source: Any, plan: MergePlan, evolve: 
             f"VALUES ({', '.join(values.values())})"
         )
     text = (
-        f"MERGE {'WITH SCHEMA EVOLUTION ' if evolve else ''}INTO delta.{quote(target, 'spark')} AS {TARGET} "
-        f"USING {quote(view, 'spark')} AS {SOURCE} ON {on} " + " ".join(clauses)
+        f"MERGE {'WITH SCHEMA EVOLUTION ' if evolve else ''}INTO {target_sql} AS {TARGET} "
+        f"USING {_view_ref(session, view) if shared else quote(view, 'spark')} AS {SOURCE} ON {on} " + " ".join(clauses)
     )
-    source.createOrReplaceTempView(view)
+    if shared:
+        source.createOrReplaceGlobalTempView(view)
+    else:
+        source.createOrReplaceTempView(view)
     try:
         return session.sql(text).collect()
     finally:
         try:
-            session.catalog.dropTempView(view)
+            if shared:
+                session.catalog.dropGlobalTempView(view)
+            else:
+                session.catalog.dropTempView(view)
         except Exception as err:  # noqa: BLE001 - a session that is gone takes its views with it
             log.debug("temp view %s not dropped: %s", view, err)
+
+
+def _view_ref(session: Any, view: str) -> str:
+    return f"{quote(session.conf.get('spark.sql.globalTempDatabase', 'global_temp'), 'spark')}.{quote(view, 'spark')}"
+
+
+# ---------------------------------------------------------------- Spark-only mode (catalog_table.py)
+
+
+def _sql_target(request: WriteRequest) -> str | None:
+    """The MERGE target in Spark-only mode (``catalog:<name>``), else None (a path, or the DeltaTable API)."""
+    return None if request.catalog is None else request.catalog.table_uri
+
+
+def _target_frame(spark: Any, request: WriteRequest) -> Any:
+    """The target table as a DataFrame: by name in Spark-only mode, else from its path."""
+    if request.catalog is not None:
+        return spark.table(request.catalog.sql_name)
+    return spark.read.format("delta").load(request.target)
+
+
+def _find_write(request: WriteRequest, token: str | None, after: int, latest: int) -> int | None:
+    if request.catalog is not None:
+        return request.catalog.find_write(token, after, latest)
+    return markers.find_write(request.target, token, after, latest, request.storage_options)
 
 
 def _pruning_sql(ranges: dict[str, tuple[Any, Any]] | None, found: FileRanges | None) -> str | None:
@@ -260,7 +295,9 @@ def _merge(
 ) -> CommitOutcome:
     from upsertsink.sparkapi import F
 
-    found = file_ranges(snapshot.table, request.keys, prepared.key_values, request.sequence)
+    # no file statistics in Spark-only mode: the MERGE then reads the whole table (correct, conflicts more)
+    found = None if request.catalog is not None else file_ranges(
+        snapshot.table, request.keys, prepared.key_values, request.sequence)
     prune = found is None or _worth_pruning(found)
     if found is not None:
         metadata = {**metadata, "files_scanned": found.files if prune else found.total_files}
@@ -268,13 +305,13 @@ def _merge(
     if _all_newer(request, prepared, found):
         log.debug("no-op filter skipped: every row of batch %s is newer than the files it can touch", request.batch_id)
     else:
-        source = _changed_rows(prepared.data, spark, request.target, plan, prepared.key_ranges, prepared.rows, found)
+        source = _changed_rows(prepared.data, spark, request, plan, prepared.key_ranges, prepared.rows, found)
     materialize = prepared.materialize_source and source is prepared.data  # the no-op filter checkpoints its own
     before = snapshot.version
     with _session(spark, metadata, marker, materialize=materialize) as session:
-        if is_connect(spark):
+        if is_connect(spark) or request.catalog is not None:
             extra = _pruning_sql(prepared.key_ranges, found) if prune else None
-            rows = _merge_sql(session, request.target, source, plan, evolve, extra)
+            rows = _merge_sql(session, _sql_target(request) or request.target, source, plan, evolve, extra)
             metrics = rows[0] if rows else None
         else:
             from delta.tables import DeltaTable
@@ -302,22 +339,23 @@ def _after_merge(
     version = latest
     if latest != before:
         faults.point("data-committed")
-        mine = markers.find_write(request.target, metadata.get("write"), before or 0, latest or 0,
-                                  request.storage_options)
+        mine = _find_write(request, metadata.get("write"), before or 0, latest or 0)
         version = latest if mine is None else mine
     elif marker is not None:
         # No row changed and Delta made no commit: record the marker alone with an empty append.
         faults.point("marker-only-before")
         metadata = {**metadata, "marker_only": True}
         empty = session.createDataFrame([], prepared.data.drop(DELETE_FLAG).schema)
-        empty.write.format("delta").mode("append").option("txnAppId", marker.app_id).option(
+        writer = empty.write.format("delta").mode("append").option("txnAppId", marker.app_id).option(
             "txnVersion", str(marker.version)
-        ).option("userMetadata", json.dumps(metadata)).save(request.target)
+        ).option("userMetadata", json.dumps(metadata))
+        if request.catalog is not None:
+            writer.saveAsTable(request.catalog.sql_name)
+        else:
+            writer.save(request.target)
         latest = _version(request)
         # Delta skips an append whose txn version the table already has: then no commit is ours.
-        version = markers.find_write(
-            request.target, metadata.get("write"), before or 0, latest or 0, request.storage_options
-        )
+        version = _find_write(request, metadata.get("write"), before or 0, latest or 0)
         if version is None:
             raise RetryableConflict(f"{marker.app_id} reached version {marker.version} concurrently")
         faults.point("marker-only-committed")
@@ -333,7 +371,7 @@ def repair(spark: Any, request: WriteRequest, deletes: pa.Table, metadata: dict[
 
     assert request.sequence is not None
     kc = [key_column(i) for i in range(len(request.keys))]
-    seq_type = spark.read.format("delta").load(request.target).schema[request.sequence].dataType
+    seq_type = _target_frame(spark, request).schema[request.sequence].dataType
     source = spark.createDataFrame(deletes.select([*kc, SEQUENCE])).select(
         *[F.col(c).alias(k) for c, k in zip(kc, request.keys, strict=True)],
         F.col(SEQUENCE).cast(seq_type).alias(request.sequence), F.lit(True).alias(DELETE_FLAG),
@@ -341,8 +379,8 @@ def repair(spark: Any, request: WriteRequest, deletes: pa.Table, metadata: dict[
     plan = MergePlan(request.keys, (*request.keys, request.sequence), request.sequence, deletes=True, upserts=False)
     try:
         with _session(spark, metadata, None) as session:
-            if is_connect(spark):
-                rows = _merge_sql(session, request.target, source, plan, False, None)
+            if is_connect(spark) or request.catalog is not None:
+                rows = _merge_sql(session, _sql_target(request) or request.target, source, plan, False, None)
                 metrics = rows[0] if rows else None
             else:
                 from delta.tables import DeltaTable
@@ -393,7 +431,10 @@ def _clauses(merge: Any, plan: MergePlan) -> Any:
 
 
 def _version(request: WriteRequest) -> int | None:
-    """The table's latest version, through the handle kept between writes (``markers.open_snapshot``)."""
+    """The table's latest version, through the handle kept between writes (``markers.open_snapshot``); in
+    Spark-only mode from its history."""
+    if request.catalog is not None:
+        return request.catalog.latest_version()
     return markers.latest_version(request.target, request.storage_options)
 
 
@@ -425,7 +466,7 @@ BROADCAST_MAX_ROWS = 2_000_000
 
 
 def _changed_rows(
-    df: Any, spark: Any, path: str, plan: MergePlan, ranges: dict[str, tuple[Any, Any]] | None, rows: int,
+    df: Any, spark: Any, request: WriteRequest, plan: MergePlan, ranges: dict[str, tuple[Any, Any]] | None, rows: int,
     found: FileRanges | None = None,
 ) -> Any:
     """Drop source rows the MERGE would not apply: identical to the stored row, or not newer.
@@ -435,7 +476,7 @@ def _changed_rows(
     """
     from upsertsink.sparkapi import F
 
-    target = spark.read.format("delta").load(path)
+    target = _target_frame(spark, request)
     pruning = _pruning(None, ranges, found)
     if pruning is not None:
         target = target.filter(pruning)

@@ -1,0 +1,129 @@
+"""Spark-only mode (issue #21, item 2): a table named in the catalog written through Spark SQL on its name only,
+as under a governed catalog that hides the table's files. A fixture makes every deltalake, pyarrow-file and os
+access to the table's and the tombstone table's folders raise: the protocol's guarantees still hold."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import uuid
+
+import pytest
+
+from upsertsink import ReplayDivergenceError, UpsertSink, UpsertSinkError
+from upsertsink.errors import BatchIdBehindMarkerError
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "id long, v string, seq long, op string"
+
+
+def _cdc(name: str, **kw) -> UpsertSink:
+    return UpsertSink.for_table(name, keys="id", sequence_by="seq", delete_when="op = 'D'", **kw)
+
+
+@pytest.fixture
+def schema(spark, tmp_path):
+    name = f"so_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE SCHEMA {name} LOCATION '{tmp_path / 'warehouse'}'")
+    yield name
+    spark.sql(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+class FileAccess(AssertionError):
+    """The test's stand-in for a governed catalog's refusal."""
+
+
+@pytest.fixture
+def no_files(monkeypatch, tmp_path):
+    """Any read or write of the folders under tmp_path from this process (deltalake, pyarrow files, os) raises."""
+    import deltalake
+    import pyarrow.parquet as pq
+
+    from upsertsink import markers, pruning, tombstones
+    from upsertsink.engines import spark_merge
+
+    guarded = str(tmp_path)
+
+    def refuse(*a, **k):
+        raise FileAccess(f"file access in Spark-only mode: {a[:2]}")
+
+    class NoTable:
+        def __init__(self, *a, **k):
+            refuse(*a)
+
+        is_deltatable = staticmethod(refuse)
+
+    monkeypatch.setattr(deltalake, "DeltaTable", NoTable)
+    monkeypatch.setattr(deltalake, "write_deltalake", refuse)
+    for name in ("open_snapshot", "read_commit_info", "find_write", "latest_version", "table_exists", "last_batch_id",
+                 "status"):
+        monkeypatch.setattr(markers, name, refuse)
+    for name in ("names", "list", "read", "write", "delete"):
+        monkeypatch.setattr(tombstones._Folder, name, refuse)
+    monkeypatch.setattr(pruning, "file_ranges", refuse)
+    monkeypatch.setattr(spark_merge, "file_ranges", refuse)
+    monkeypatch.setattr(pq, "read_table", refuse)
+
+    def guard(fn):
+        def inner(path, *a, **k):
+            if isinstance(path, (str, os.PathLike)) and str(os.fspath(path)).startswith(guarded):
+                refuse(path)
+            return fn(path, *a, **k)
+        return inner
+
+    for name in ("listdir", "scandir", "stat", "lstat"):
+        monkeypatch.setattr(os, name, guard(getattr(os, name)))
+    monkeypatch.setattr(builtins, "open", guard(builtins.open))
+    yield
+
+
+@pytest.fixture(params=["spark", "connect"])
+def session(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_spark_only_mode_keeps_every_guarantee_without_touching_the_files(session, schema, no_files):
+    name = f"{schema}.orders"
+    sink = _cdc(name)  # file_access=None: the files cannot be read here, so Spark-only mode is chosen
+    assert sink.last_batch_id() is None
+    first = sink.write(session.createDataFrame([(1, "a", 1, "U"), (2, "b", 1, "U")], SCHEMA), batch_id=0)
+    assert (first.inserted, first.skipped, sink.spark_only) == (2, False, True)
+    assert session.catalog.tableExists(name)
+    batch = session.createDataFrame([(2, None, 2, "D"), (3, "c", 2, "U")], SCHEMA)
+    assert sink.write(batch, batch_id=1).deleted == 1
+    replay = sink.write(batch, batch_id=1)
+    assert (replay.skipped, replay.replay_check) == (True, "matched")
+    with pytest.raises(ReplayDivergenceError, match=name):
+        sink.write(session.createDataFrame([(3, "other", 2, "U")], SCHEMA), batch_id=1)
+    stale = sink.write(session.createDataFrame([(2, "old", 1, "U")], SCHEMA), batch_id=2)
+    assert stale.stale == 1  # the delete is remembered in the companion table
+    assert sorted((r["id"], r["v"]) for r in session.table(name).collect()) == [(1, "a"), (3, "c")]
+    assert session.catalog.tableExists(f"{schema}.orders__upsertsink_tombstones")
+    assert sink.last_batch_id() == 2
+    fresh = _cdc(name, file_access=False)  # a restarted job
+    assert fresh.last_batch_id() == 2
+    assert fresh.write(batch, batch_id=1).skipped  # a replay found through the history by name
+    fresh.write(session.createDataFrame([(4, "d", 5, "U")], SCHEMA), batch_id=5)
+    with pytest.raises(BatchIdBehindMarkerError, match=name):  # never committed, below the marker: refused
+        fresh.write(session.createDataFrame([(5, "e", 5, "U")], SCHEMA), batch_id=4)
+    older = fresh.write(session.createDataFrame([(1, "stale", 0, "U")], SCHEMA), batch_id=6)
+    assert older.inserted + older.updated == 0  # the sequence guard
+    assert sorted((r["id"], r["v"]) for r in session.table(name).collect()) == [(1, "a"), (3, "c"), (4, "d")]
+    assert fresh.last_batch_id() == 6
+
+
+def test_a_history_sink_is_refused_in_spark_only_mode_naming_the_table(spark, schema, no_files):
+    name = f"{schema}.customers"
+    sink = _cdc(name, scd_type=2, track_history_except=["op"], file_access=False)
+    with pytest.raises(UpsertSinkError, match=f"table {name}: a history sink"):
+        sink.write(spark.createDataFrame([(1, "Elm", 10, "U")], SCHEMA), batch_id=0)
+    assert not spark.catalog.tableExists(name)  # refused before anything was created
+
+
+def test_the_companion_table_name_keeps_catalog_and_schema_and_quotes():
+    from upsertsink.catalog_table import tombstone_table_name
+
+    assert tombstone_table_name("main.sales.orders") == "`main`.`sales`.`orders__upsertsink_tombstones`"
+    assert tombstone_table_name("s.`my t`") == "`s`.`my t__upsertsink_tombstones`"
+    assert tombstone_table_name("t") == "`t__upsertsink_tombstones`"

@@ -1,0 +1,560 @@
+"""Spark-only mode: a Delta table named in Spark's catalog, reached only by its name, through Spark SQL.
+
+Under a governed catalog (Unity Catalog) a job may be allowed to query and MERGE into a table by name and yet
+have no access to its files. For such a table (``UpsertSink.for_table(..., file_access=False)``, or the
+default when the location cannot be read with deltalake) everything the write protocol reads or writes goes
+through the batch's Spark session, by name, with SQL, on classic and Spark Connect sessions alike:
+
+- markers, the record of committed batch ids and the commit of a batch come from ``DESCRIBE HISTORY <name>``
+  (the sink's commits carry their app id, batch id, fingerprint and record in ``userMetadata``):
+  :class:`NamedSnapshot`, read newest first with ``LIMIT`` (the whole history only when the recent commits
+  do not answer);
+- tombstones live in a companion Delta table registered next to the target,
+  ``<catalog.schema.>`<table>__upsertsink_tombstones>``` (:class:`NamedTombstoneStore`), read with a semi-join
+  on the batch's keys and appended to before the data commit (the file store's crash ordering);
+- the table's schema, properties and features come from the analysed table and ``DESCRIBE DETAIL``;
+- the data MERGE is ``MERGE INTO <name>`` (``spark_merge.py``), with the same txn and metadata settings.
+
+No deltalake, pyarrow file system or ``os`` access to the table's location or the companion's happens here.
+
+What it cannot see: Delta's ``txn`` actions are not in ``DESCRIBE HISTORY``, so an app's marker is the batch id
+of its newest commit in the history (delta-spark skips a commit whose txn version is not above the table's,
+so that is the same number). Once log cleanup has removed every commit of an app, its marker is unknown:
+replays of its batches are then skipped by Delta itself and reported as a conflict, never applied twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from upsertsink.conflicts import first_line, spark_conflict, spark_error_class
+from upsertsink.errors import UpsertSinkError
+from upsertsink.markers import decode_metadata
+from upsertsink.tombstones import (
+    BATCH,
+    DELETED_AT,
+    EXPIRES_AT,
+    SEQUENCE,
+    TombstoneStore,
+    _live,
+    _newest_per_key,
+    key_column,
+)
+
+log = logging.getLogger(__name__)
+
+RECENT_COMMITS = 20
+TOMBSTONE_SUFFIX = "__upsertsink_tombstones"
+SCOPE = "scope"
+# The companion table is cleaned (expired tombstones deleted, files compacted) by the writer whose record
+# brings its version to a multiple of this.
+COMPACT_EVERY_VERSIONS = 100
+
+
+class CatalogTableError(UpsertSinkError):
+    """Spark refused a statement on a table named in the catalog (Spark-only mode); the message names it."""
+
+
+@contextmanager
+def named_errors(name: str, what: str) -> Iterator[None]:
+    """Turn a raw Spark error into a :class:`CatalogTableError` naming the table (conflicts pass through)."""
+    try:
+        yield
+    except UpsertSinkError:
+        raise
+    except Exception as err:
+        from upsertsink.conflicts import RetryableConflict
+
+        if isinstance(err, RetryableConflict):
+            raise
+        conflict = spark_conflict(err)
+        if conflict is not None:
+            raise conflict from err
+        cls = spark_error_class(err)
+        hint = ""
+        if cls and ("PERMISSION" in cls or "INSUFFICIENT" in cls or "UNAUTHORIZED" in cls):
+            hint = (" The job's principal needs SELECT and MODIFY on the table, and CREATE TABLE on its schema "
+                    "for the tombstone table (docs/user-guide.md, \"Spark Connect and catalogs\").")
+        raise CatalogTableError(f"{what} table {name} failed: {first_line(err)}.{hint}") from err
+
+
+# ---------------------------------------------------------------- names
+
+
+_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|`(?:[^`]|``)+`")
+
+
+def split_name(name: str) -> list[str]:
+    """``a.`b c`.d`` as its parts, unquoted (``["a", "b c", "d"]``)."""
+    parts, pos = [], 0
+    while pos < len(name):
+        found = _PART.match(name, pos)
+        if found is None:
+            raise ValueError(name)
+        text = found.group(0)
+        parts.append(text[1:-1].replace("``", "`") if text.startswith("`") else text)
+        pos = found.end() + 1  # the dot
+    return parts
+
+
+def quote_name(parts: list[str]) -> str:
+    return ".".join("`" + p.replace("`", "``") + "`" for p in parts)
+
+
+def tombstone_table_name(name: str) -> str:
+    """The companion table of ``name``: in the same catalog and schema, ``<table>__upsertsink_tombstones``."""
+    parts = split_name(name)
+    return quote_name([*parts[:-1], parts[-1] + TOMBSTONE_SUFFIX])
+
+
+# ---------------------------------------------------------------- the table
+
+
+class _Schema:
+    def __init__(self, spark_schema: Any):
+        self.spark_schema = spark_schema
+        self.fields = [_Field(f.name, dict(f.metadata or {})) for f in spark_schema]
+
+    def to_arrow(self) -> pa.Schema:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(self.spark_schema, timezone="UTC")
+
+
+@dataclass
+class _Field:
+    name: str
+    metadata: dict[str, Any]
+
+
+@dataclass
+class _Metadata:
+    configuration: dict[str, str]
+
+
+@dataclass
+class _Protocol:
+    writer_features: list[str] | None
+
+
+class NamedTable:
+    """The target of one write in Spark-only mode: its name, the session that reaches it, and what
+    ``DESCRIBE DETAIL`` said. It answers the few questions ``table_checks`` and the engines ask of a deltalake
+    handle (``schema()``, ``metadata()``, ``protocol()``), from Spark."""
+
+    def __init__(self, spark: Any, name: str, detail: dict[str, Any] | None = None):
+        self.spark = spark
+        self.name = name
+        self.sql_name = quote_name(split_name(name))
+        self.table_uri = f"catalog:{self.sql_name}"
+        self._detail = detail
+        self._schema: _Schema | None = None
+        self._version: int | None = None
+
+    def detail(self) -> dict[str, Any]:
+        if self._detail is None:
+            with named_errors(self.name, "describing"):
+                self._detail = self.spark.sql(f"DESCRIBE DETAIL {self.sql_name}").collect()[0].asDict()
+        return self._detail
+
+    def schema(self) -> _Schema:
+        if self._schema is None:
+            with named_errors(self.name, "reading the schema of"):
+                self._schema = _Schema(self.spark.table(self.sql_name).schema)
+        return self._schema
+
+    def metadata(self) -> _Metadata:
+        return _Metadata({str(k): str(v) for k, v in (self.detail().get("properties") or {}).items()})
+
+    def protocol(self) -> _Protocol:
+        return _Protocol(list(self.detail().get("tableFeatures") or []))
+
+    def version(self) -> int | None:
+        return self._version
+
+    def frame(self) -> Any:
+        return self.spark.table(self.sql_name)
+
+    # ------------------------------------------------------------ history
+
+    def history(self, limit: int | None) -> list[dict[str, Any]]:
+        """Commit infos newest first (``limit`` of them, or every one the log holds), as deltalake gives them."""
+        text = f"DESCRIBE HISTORY {self.sql_name}" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        with named_errors(self.name, "reading the history of"):
+            rows = self.spark.sql(text).collect()
+        out = []
+        for r in rows:
+            d = r.asDict()
+            out.append({
+                "version": int(d["version"]), "timestamp": d.get("timestamp"), "operation": d.get("operation"),
+                "operationMetrics": dict(d.get("operationMetrics") or {}), "userMetadata": d.get("userMetadata"),
+            })
+        return out
+
+    def latest_version(self) -> int | None:
+        found = self.history(1)
+        return found[0]["version"] if found else None
+
+    def find_write(self, token: str | None, after: int, latest: int) -> int | None:
+        """The version in (after, latest] whose metadata carries write token ``token``."""
+        if token is None or latest <= after:
+            return None
+        for commit in self.history(latest - after + RECENT_COMMITS):
+            if after < commit["version"] <= latest:
+                meta = decode_metadata(commit)
+                if meta and meta.get("write") == token:
+                    return commit["version"]
+        return None
+
+    def snapshot(self) -> NamedSnapshot:
+        return NamedSnapshot(self)
+
+    def stored_sequences(self, keys: tuple[str, ...], sequence: str, wanted: pa.Table) -> pa.Table:
+        """The table's (k0..kN, sequence) for the keys in ``wanted`` (k0..kN): a semi-join on the name."""
+        from upsertsink.sparkapi import F
+        from upsertsink.spec import quote
+
+        kc = [key_column(i) for i in range(len(keys))]
+        with named_errors(self.name, "reading keys of"):
+            schema = self.schema().spark_schema
+            probe = self.spark.createDataFrame(wanted.select(kc)).select(
+                *[F.col(c).cast(schema[k].dataType).alias(f"__w{i}") for i, (c, k) in enumerate(zip(kc, keys, strict=True))]
+            )
+            cond = None
+            for i, k in enumerate(keys):
+                part = F.col(quote(k, "spark")) == F.col(f"__w{i}")
+                cond = part if cond is None else cond & part
+            rows = (self.frame().select(*[F.col(quote(c, "spark")) for c in (*keys, sequence)])
+                    .join(F.broadcast(probe), on=cond, how="left_semi").toArrow())
+        return rows.rename_columns([*kc, SEQUENCE])
+
+
+# ---------------------------------------------------------------- the snapshot, from DESCRIBE HISTORY
+
+
+def _chain_value(meta: dict[str, Any] | None, txn_app: str) -> int | None:
+    """The txn version a commit of ours set for ``txn_app`` (an app id, or its late-chain id), else None."""
+    from upsertsink.ledger import LATE_PREFIX
+
+    if not meta:
+        return None
+    if txn_app.startswith(LATE_PREFIX):
+        if meta.get("app_id") == txn_app[len(LATE_PREFIX):] and isinstance(meta.get("late"), int):
+            return int(meta["late"])
+        return None
+    if meta.get("app_id") == txn_app and meta.get("late") is None and isinstance(meta.get("batch_id"), int):
+        return int(meta["batch_id"])
+    return None
+
+
+@dataclass
+class NamedSnapshot:
+    """The table at the version its recent history was read at: the questions ``ledger`` and ``markers``
+    ask of a :class:`upsertsink.markers.Snapshot`, answered from ``DESCRIBE HISTORY``."""
+
+    named: NamedTable
+    spark_only: bool = True
+    storage_options: None = None
+    _recent: list[dict[str, Any]] = field(default_factory=list)
+    _all: list[dict[str, Any]] | None = None
+    _at: int | None = None
+
+    def __post_init__(self) -> None:
+        self._recent = self.named.history(RECENT_COMMITS)
+        self._at = self._recent[0]["version"] if self._recent else None
+        self.named._version = self._at
+
+    @property
+    def table(self) -> NamedTable:
+        return self.named
+
+    @property
+    def path(self) -> str:
+        return self.named.name
+
+    @property
+    def exists(self) -> bool:
+        return self._at is not None
+
+    @property
+    def version(self) -> int | None:
+        return self._at
+
+    @property
+    def uri(self) -> str:
+        return self.named.table_uri
+
+    def recent_commits(self) -> list[dict[str, Any]]:
+        return self._recent
+
+    def all_commits(self) -> list[dict[str, Any]]:
+        if self._all is None:
+            if len(self._recent) < RECENT_COMMITS:
+                self._all = list(self._recent)  # the recent ones are all there is
+            else:
+                at = self._at if self._at is not None else -1
+                self._all = [c for c in self.named.history(None) if c["version"] <= at]
+        return self._all
+
+    def _commits_for(self, txn_app: str, recent_first: bool = True) -> Iterator[tuple[int, int]]:
+        """(version, chain value) of the chain's commits, newest first."""
+        seen_recent = set()
+        for c in self._recent:
+            seen_recent.add(c["version"])
+            value = _chain_value(decode_metadata(c), txn_app)
+            if value is not None:
+                yield c["version"], value
+        for c in self.all_commits():
+            if c["version"] in seen_recent:
+                continue
+            value = _chain_value(decode_metadata(c), txn_app)
+            if value is not None:
+                yield c["version"], value
+
+    def last_batch(self, app_id: str) -> int | None:
+        """The app's marker: the batch id (or late counter) of the chain's newest commit in the history."""
+        for _, value in self._commits_for(app_id):
+            return value
+        return None
+
+    def txn_at(self, app_id: str, version: int) -> int | None:
+        for v, value in self._commits_for(app_id):
+            if v <= version:
+                return value
+        return None
+
+    def first_version_reaching(self, app_id: str, at_least: int) -> int | None:
+        found = None
+        for v, value in self._commits_for(app_id):
+            if value >= at_least:
+                found = v
+            else:
+                break
+        return found
+
+    def earliest_version(self) -> int | None:
+        commits = self.all_commits()
+        return min(c["version"] for c in commits) if commits else None
+
+    def commit_info(self, version: int) -> dict[str, Any] | None:
+        for c in (*self._recent, *self.all_commits()):
+            if c["version"] == version:
+                return c
+        return None
+
+    def stored_sequences(self, keys: tuple[str, ...], sequence: str, wanted: pa.Table) -> pa.Table:
+        return self.named.stored_sequences(keys, sequence, wanted)
+
+
+# ---------------------------------------------------------------- tombstones in a companion table
+
+
+_EXISTS: set[str] = set()
+_EXISTS_LOCK = threading.Lock()
+
+
+class NamedTombstoneStore(TombstoneStore):
+    """The tombstones of one key set in the companion Delta table ``<table>__upsertsink_tombstones``.
+
+    Columns: ``scope`` (the key set and sequence column, as the file store's folder name), ``k0..kN`` (key
+    values in sorted-key-name order, typed as the target's keys), ``sequence``, ``deleted_at_us``,
+    ``expires_at_us``, ``batch_id``. Recording is a blind append (appends never conflict with each other), made
+    before the data commit; the store's ``version()`` is the companion table's Delta version."""
+
+    def __init__(self, named: NamedTable, keys: tuple[str, ...], sequence: str):
+        super().__init__(named.name, keys, sequence, None)
+        self.named = named
+        self.spark = named.spark
+        self.table_name = tombstone_table_name(named.name)
+        self.path = self.table_name
+        self._last_version: int | None = None
+
+    # ------------------------------------------------------------ the companion table
+
+    def _exists(self) -> bool:
+        with _EXISTS_LOCK:
+            if self.table_name in _EXISTS:
+                return True
+        with named_errors(self.table_name, "looking up"):
+            found = bool(self.spark.catalog.tableExists(self.table_name))
+        if found:
+            with _EXISTS_LOCK:
+                _EXISTS.add(self.table_name)
+        return found
+
+    def _schema(self) -> Any:
+        from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+        target = self.named.schema().spark_schema
+        ordered = sorted(self.keys)
+        return StructType([
+            StructField(SCOPE, StringType()),
+            *[StructField(key_column(i), target[k].dataType) for i, k in enumerate(ordered)],
+            StructField(SEQUENCE, target[self.sequence].dataType),
+            StructField(DELETED_AT, LongType()), StructField(EXPIRES_AT, LongType()), StructField(BATCH, LongType()),
+        ])
+
+    def _ensure(self) -> None:
+        if self._exists():
+            return
+        wanted = self._schema()
+        try:
+            self.spark.createDataFrame([], wanted).write.format("delta").mode("ignore").saveAsTable(self.table_name)
+        except Exception as err:  # noqa: BLE001 - a lost creation race is fine; anything else is named
+            if (spark_error_class(err) or "") not in ("TABLE_OR_VIEW_ALREADY_EXISTS", "DELTA_TABLE_ALREADY_EXISTS"):
+                raise CatalogTableError(
+                    f"the tombstone table {self.table_name} of table {self.named.name} could not be created: "
+                    f"{first_line(err)}. Spark-only mode keeps remembered deletes there: the job needs CREATE TABLE "
+                    "on the table's schema (or create it once, as a Delta table, with an owner that has)."
+                ) from None
+        log.info("created the tombstone table %s for %s", self.table_name, self.named.name)
+        with _EXISTS_LOCK:
+            _EXISTS.add(self.table_name)
+
+    def _frame(self) -> Any:
+        from upsertsink.sparkapi import F
+
+        with named_errors(self.table_name, "reading"):
+            frame = self.spark.table(self.table_name)
+            missing = [c for c in self._schema().names if c not in frame.columns]
+            if missing:
+                raise CatalogTableError(
+                    f"the tombstone table {self.table_name} lacks the column(s) {missing} that the sink's keys "
+                    f"{list(self.keys)} need (another sink with more keys created it?): give this sink its own keys "
+                    "or drop that table when it holds no live tombstones"
+                )
+            return frame.where(F.col(SCOPE) == F.lit(self.scope))
+
+    # ------------------------------------------------------------ reading
+
+    def refresh(self) -> list[str]:
+        return []
+
+    def version(self) -> int | None:  # type: ignore[override]
+        if not self._exists():
+            return None
+        with named_errors(self.table_name, "reading the history of"):
+            row = self.spark.sql(f"DESCRIBE HISTORY {self.table_name} LIMIT 1").collect()
+        self._last_version = int(row[0]["version"]) if row else None
+        return self._last_version
+
+    def _collect(self, frame: Any) -> pa.Table:
+        cols = [*[key_column(i) for i in range(len(self.keys))], SEQUENCE, EXPIRES_AT]
+        with named_errors(self.table_name, "reading"):
+            table = frame.select(*cols).toArrow()
+        if table.num_rows == 0:
+            return self._empty()
+        live = _newest_per_key(_live(table, _now_us()), self.key_columns)
+        return self._to_sink_order(live)
+
+    def read(self, ranges: dict[str, tuple[object, object]] | None = None) -> pa.Table:
+        if not self._exists():
+            return self._empty()
+        return self._collect(self._frame())
+
+    def matching_batch(self, data: Any, sample: pa.Table | None) -> pa.Table:
+        """The live tombstones (newest per key) of the keys of ``data`` (the batch, a Spark DataFrame): a
+        semi-join on the server; only the matches come back."""
+        from upsertsink.sparkapi import F
+        from upsertsink.spec import quote
+
+        if not self._exists():
+            return self._empty()
+        ordered = sorted(self.keys)
+        batch_keys = data.select(*[F.col(quote(k, "spark")).alias(f"__b{ordered.index(k)}") for k in self.keys])
+        cond = None
+        for i in range(len(self.keys)):
+            part = F.col(key_column(i)) == F.col(f"__b{i}")
+            cond = part if cond is None else cond & part
+        tombs = self._collect(self._frame().join(batch_keys, on=cond, how="left_semi"))
+        if sample is not None and tombs.num_rows:
+            tombs = self._cast_keys(tombs, sample)
+        return tombs
+
+    def matching(self, key_hashes: Any, sample: pa.Table | None = None,
+                 ranges: dict[str, tuple[object, object]] | None = None) -> pa.Table:
+        tombs = self.read(ranges)
+        return self._cast_keys(tombs, sample) if sample is not None and tombs.num_rows else tombs
+
+    # ------------------------------------------------------------ writing
+
+    def record(self, rows: pa.Table, batch_id: int | None, retention_us: int | None) -> None:
+        if rows.num_rows == 0:
+            return
+        from upsertsink.sparkapi import F
+
+        self._ensure()
+        now = _now_us()
+        n = rows.num_rows
+        canonical: list[Any] = [None] * len(self.keys)
+        for i in range(len(self.keys)):
+            canonical[self._order[i]] = rows[key_column(i)]
+        table = pa.table(
+            [pa.array([self.scope] * n, pa.string()), *canonical, rows[SEQUENCE], pa.array([now] * n, pa.int64()),
+             pa.array([None if retention_us is None else now + retention_us] * n, pa.int64()),
+             pa.array([batch_id] * n, pa.int64())],
+            names=[SCOPE, *self.key_columns, SEQUENCE, DELETED_AT, EXPIRES_AT, BATCH],
+        )
+        schema = self._schema()
+        with named_errors(self.table_name, "recording deletes in"):
+            frame = self.spark.createDataFrame(table).select(
+                *[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema]
+            )
+            frame.write.format("delta").mode("append").saveAsTable(self.table_name)
+
+    def needs_compaction(self) -> bool:
+        v = self._last_version
+        return v is not None and v > 0 and v % COMPACT_EVERY_VERSIONS == 0
+
+    def compact(self) -> dict[str, int]:
+        """Delete the scope's expired tombstones and compact the companion table's files (``OPTIMIZE``).
+        Superseded tombstones stay (a read keeps the newest per key)."""
+        if not self._exists():
+            return {"tombstones": 0, "expired": 0}
+        with named_errors(self.table_name, "compacting"):
+            rows = self.spark.sql(
+                f"DELETE FROM {self.table_name} WHERE {SCOPE} = '{self.scope}' AND {EXPIRES_AT} IS NOT NULL "
+                f"AND {EXPIRES_AT} <= {_now_us()}"
+            ).collect()
+            self.spark.sql(f"OPTIMIZE {self.table_name}").collect()
+        expired = int(rows[0][0]) if rows and rows[0][0] is not None else 0
+        log.info("compacted the tombstone table %s (scope %s): %d expired removed", self.table_name, self.scope, expired)
+        return {"expired": expired}
+
+
+def _now_us() -> int:
+    return int(time.time() * 1_000_000)
+
+
+def forget() -> None:
+    """Forget which companion tables exist (tests)."""
+    with _EXISTS_LOCK:
+        _EXISTS.clear()
+
+
+# ---------------------------------------------------------------- choosing the mode
+
+
+def files_readable(location: str, storage_options: dict[str, str] | None) -> tuple[bool, str]:
+    """Can this process read the table's log at ``location`` with deltalake? (answer, reason)."""
+    try:
+        from deltalake import DeltaTable
+
+        from upsertsink.tombstones import deltalake_uri
+
+        DeltaTable(deltalake_uri(location), storage_options=storage_options).version()
+    except Exception as err:  # noqa: BLE001 - refused, unreachable, no credentials, an unknown scheme: all mean no
+        return False, f"{type(err).__name__}: {first_line(err)}"
+    return True, "readable"
+
+
+__all__ = ["CatalogTableError", "NamedSnapshot", "NamedTable", "NamedTombstoneStore", "tombstone_table_name"]
