@@ -172,6 +172,7 @@ class ModuleAnalysis:
                     others.append(e[2])
             label = labels.get(norm(best[2]), "merge key") if best[1] == "key" else ""
             history = best[1] == "sequence" and norm(best[2]) in keys.history
+            history_of = keys.history_of.get(norm(best[2]), "") if history else ""
             out.append(
                 Reach(
                     s,
@@ -181,6 +182,7 @@ class ModuleAnalysis:
                     best[3],
                     label or "merge key",
                     history=history,
+                    history_of=history_of,
                     table=best[4],
                 )
             )
