@@ -269,6 +269,10 @@ class ModuleAnalysis:
             module_keys = [k for k, sc in known.scopes.items() if any(x is model.module for x in sc)]
             if module_keys:
                 out["keys"] = sorted(module_keys)
+            # the sources of each widget's default, for the notebooks that %run this one
+            widgets = {name: _rows(taint.of(*default)) for name, default in facts.widgets.items()}
+            if any(widgets.values()):
+                out["widgets"] = {name: rows for name, rows in widgets.items() if rows}
         return out
 
     def _mentions_trigger(self, fn: ast.AST) -> bool:

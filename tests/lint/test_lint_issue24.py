@@ -356,6 +356,25 @@ def test_rows_fetched_to_the_driver_and_written_are_followed() -> None:
     assert got == [("ND003", 7, "event_id"), ("ND008", 9, "*"), ("ND001", 10, "ts")]
 
 
+def test_a_widget_defined_in_a_run_notebook_reaches_the_notebook_that_reads_it(tmp_path: Path) -> None:
+    # before: nothing (widgets were followed within one notebook only)
+    from upsertsink.lint.config import Settings
+    from upsertsink.lint.runner import lint_paths
+
+    folder = tmp_path / "nb"
+    shutil.copytree(FIXTURES / "run_widgets", folder)
+    settings = Settings()
+    settings.root = tmp_path
+    found = lint_paths([folder], settings, use_cache=False).findings
+    source = (folder / "load_events.py").read_text(encoding="utf-8")
+    assert [(Path(f.path).name, f.rule, f.line, f.column, f.target, f.column_name) for f in found] == [
+        ("load_events.py", "ND001", *at(source, 'dbutils.widgets.get("run_ts")'), "column", "run_ts")
+    ]
+    assert "setup.py:9" in found[0].message and "datetime.now()" in found[0].message
+    # the notebook alone knows nothing of the widget's default: no finding, as before
+    assert lint_fixture("run_widgets/load_events.py") == []
+
+
 # ------------------------------------------------------------- guards the pending fixes must keep
 
 
