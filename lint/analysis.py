@@ -172,6 +172,7 @@ class ModuleAnalysis:
                     others.append(e[2])
             label = labels.get(norm(best[2]), "merge key") if best[1] == "key" else ""
             history = best[1] == "sequence" and norm(best[2]) in keys.history
+            history_of = keys.history_of.get(norm(best[2]), "") if history else ""
             out.append(
                 Reach(
                     s,
@@ -181,6 +182,7 @@ class ModuleAnalysis:
                     best[3],
                     label or "merge key",
                     history=history,
+                    history_of=history_of,
                     table=best[4],
                 )
             )
@@ -267,6 +269,10 @@ class ModuleAnalysis:
             module_keys = [k for k, sc in known.scopes.items() if any(x is model.module for x in sc)]
             if module_keys:
                 out["keys"] = sorted(module_keys)
+            # the sources of each widget's default, for the notebooks that %run this one
+            widgets = {name: _rows(taint.of(*default)) for name, default in facts.widgets.items()}
+            if any(widgets.values()):
+                out["widgets"] = {name: rows for name, rows in widgets.items() if rows}
         return out
 
     def _mentions_trigger(self, fn: ast.AST) -> bool:

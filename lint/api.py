@@ -128,6 +128,7 @@ METHODS: dict[str, str] = {
     "start": "frame",
     "summary": "look",
     "table": "frame",
+    "tail": "look transform",
     "take": "look",
     "text": "frame fact=widget",
     "to_delta": "store",

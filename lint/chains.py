@@ -43,6 +43,11 @@ def down_chain(
             node = node.func.value if type(node.func) is ast.Attribute else node.func
 
 
+def pandas_name(model: SemanticModel, func: ast.AST, scope: Scope) -> bool:
+    """Is ``func`` a name imported from pandas (``from pandas import DataFrame``)?"""
+    return type(func) is ast.Name and (model.qualname(func, scope) or "").startswith("pandas.")
+
+
 def looked_only(model: SemanticModel, call: ast.Call) -> bool:
     """Does the chain ``call`` starts only end in a look-only action or function (``display``, ``show``)?"""
     if id(call) in model.looked_args:

@@ -16,6 +16,7 @@ from upsertsink.lint import chains, extract_columns, extract_tables
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.api import (
     FACTS,
+    PANDAS_FRAMES,
     PIPELINE_CDC_FLOWS,
     PIPELINE_STORED,
     ROW_METHODS,
@@ -168,6 +169,10 @@ class Collector:
                 return
             if func.id in STORE_METHODS:  # write_deltalake(path, df)
                 self.writes_data = True
+            fact = FACTS.get(func.id) if func.id in PANDAS_FRAMES else None
+            if fact is not None and chains.pandas_name(self.model, func, scope):
+                EXTRACTORS[fact](self, call, scope)  # from pandas import DataFrame; DataFrame(records)
+                return
             if self.model.lookup(func.id, scope) is None or self.model.is_import(func.id, scope):
                 ext = self.model.resolve_external(func, scope)
                 if ext is not None and ext[1] == "func":

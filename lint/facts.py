@@ -64,6 +64,7 @@ class Reach:
     advice: str = ""  # which of the rule's fix texts applies (write rules)
     # the sequence column is that of an SCD type 2 sink (``scd_type=2``): every version's __START_AT/__END_AT
     history: bool = False
+    history_of: str = ""  # what keeps that history, for the message (default: an ``scd_type=2`` sink)
     table: str | None = None  # the table the reached column or rows are written to, when known
 
     @property
@@ -96,6 +97,10 @@ class RowEffect:
     own: Src | None = None
     subset: list[str] | None = None
     anchor: ast.AST | None = None  # the DataFrame method call that makes the choice
+
+
+# the label of a declarative pipeline's CDC flow sequence stored as SCD type 2 (``stored_as_scd_type=2``)
+SCD2_FLOW_LABEL = "sequence column of an SCD type 2 flow"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import fnmatch
 
 from upsertsink.lint import chains
 from upsertsink.lint import sql as sqlmod
-from upsertsink.lint.facts import Facts, KeyDecl, norm, strip_qualifier
+from upsertsink.lint.facts import SCD2_FLOW_LABEL, Facts, KeyDecl, norm, strip_qualifier
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.tables import merge_target, sink_target
@@ -33,6 +33,7 @@ class Keys:
         self.scopes: dict[str, list[Scope]] = {}  # normalized key -> scopes that declared it
         # normalized sequence columns of SCD type 2 sinks, with the scopes that declared them
         self.history: dict[str, list[Scope]] = {}
+        self.history_of: dict[str, str] = {}  # sequence -> what keeps its history, when not a sink
         self.by_table: dict[str, set[str]] = {}  # table -> its normalized keys
         self.untabled: set[str] = {norm(k) for k in keys}  # keys configured or declared for no known table
 
@@ -61,6 +62,8 @@ class Keys:
             self.scopes.setdefault(n, []).append(decl.scope)
         if decl.history:
             self.history.setdefault(n, []).append(decl.scope)
+            if decl.label == SCD2_FLOW_LABEL:
+                self.history_of[n] = "an SCD type 2 pipeline flow (`stored_as_scd_type=2`)"
         if decl.sequence:
             if n not in {norm(x) for x in self.sequence}:
                 self.sequence.append(name)

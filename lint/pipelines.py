@@ -12,6 +12,7 @@ from upsertsink.lint.api import (
     NAME_ARG_FUNCTIONS,
     PIPELINE_CDC_CONDITIONS,
 )
+from upsertsink.lint.facts import SCD2_FLOW_LABEL
 from upsertsink.lint.scopes import Scope
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def _pipeline_flow(col: Collector, call: ast.Call, scope: Scope, params: tuple[s
     if "sequence_by" in params:
         seq = arg("sequence_by")
         if seq is not None:
-            _pipeline_sequence(col, seq, scope)
+            _pipeline_sequence(col, seq, scope, _scd2(col, call, scope))
     for keyword in PIPELINE_CDC_CONDITIONS:
         cond = col.model.kwarg(call, keyword)
         if cond is not None:
@@ -71,9 +72,21 @@ def _column_list(col: Collector, node: ast.AST | None, scope: Scope) -> list[str
     return out
 
 
-def _pipeline_sequence(col: Collector, node: ast.AST, scope: Scope) -> None:
+def _scd2(col: Collector, call: ast.Call, scope: Scope) -> bool:
+    """Does the flow keep history (``stored_as_scd_type=2``, or ``"2"``): every row version stays, opened
+    and closed at its sequence value (``__START_AT``/``__END_AT``)?"""
+    node = col.model.kwarg(call, "stored_as_scd_type")
+    if node is None:
+        return False
+    strings = col.values.const_strings(node, scope)
+    return col.values.const_int(node, scope) == 2 or (strings is not None and strings[:1] == ["2"])
+
+
+def _pipeline_sequence(col: Collector, node: ast.AST, scope: Scope, history: bool = False) -> None:
     """A CDC flow's ``sequence_by``: a column (``"v"``, ``col("v")``), columns (``struct("a", "b")``), or
-    an expression (SQL text or a Column) that is itself the sequence."""
+    an expression (SQL text or a Column) that is itself the sequence; ``history``: the flow is stored as SCD
+    type 2, so the sequence orders every kept version."""
+    label = SCD2_FLOW_LABEL if history else "sequence column"
     if type(node) is ast.Name:  # SEQUENCE = F.col("v") ... sequence_by=SEQUENCE
         bound = col.model.single_value(node, scope)
         if bound is not None and type(bound[0]) is ast.Call:
@@ -85,12 +98,12 @@ def _pipeline_sequence(col: Collector, node: ast.AST, scope: Scope) -> None:
         names = [_column_list(col, a, scope) for a in node.args]
         if all(len(n) == 1 for n in names):
             for n in names:
-                col.declare(n[0], "sequence column", scope, sequence=True)
+                col.declare(n[0], label, scope, sequence=True, history=history)
             return
     elif sname in NAME_ARG_FUNCTIONS:
         names = _column_list(col, node, scope)
         if len(names) == 1:
-            col.declare(names[0], "sequence column", scope, sequence=True)
+            col.declare(names[0], label, scope, sequence=True, history=history)
             return
     text = col.values.sql_text(node, scope) if col.values.may_be_text(node, scope) else None
     if text is not None:  # a string is a SQL expression (pyspark.pipelines: ``expr(sequence_by)``)
@@ -98,11 +111,11 @@ def _pipeline_sequence(col: Collector, node: ast.AST, scope: Scope) -> None:
         if not ok:
             return
         if alias is not None and part.refs == {alias} and not (part.sites or part.calls or part.holes):
-            col.declare(alias, "sequence column", scope, sequence=True)
+            col.declare(alias, label, scope, sequence=True, history=history)
             return
         column = " ".join(text.text.split())
         col._add_write(column, scope, sql=(part, text), node=node)
     else:
         column = col.model.segment(node, 80)
         col._add_write(column, scope, node, node=node)
-    col.declare(column, "sequence column", scope, sequence=True)
+    col.declare(column, label, scope, sequence=True, history=history)

@@ -20,7 +20,8 @@ def record_fields(
     model: SemanticModel, values: Values, call: ast.Call, scope: Scope
 ) -> list[tuple[str, ast.AST, Scope]]:
     """(field name, value expression, its scope) of every dict record of the list ``call`` turns into a table:
-    a list literal of dicts, a list comprehension of a dict, or a list name filled by ``.append({...})``."""
+    a list literal of dicts, a list comprehension of a dict, or a list name filled by ``.append({...})``, ``.extend(...)`` (a list or a
+    comprehension of dicts) or ``+=``."""
     node = call.args[0] if call.args else model.kwarg(call, "data", "mapping")
     out: list[tuple[str, ast.AST, Scope]] = []
     if node is None:
@@ -41,7 +42,7 @@ def _records(model: SemanticModel, node: ast.AST, scope: Scope) -> list[tuple[as
     t = type(node)
     if t is ast.List:
         return [(e, scope) for e in node.elts if _is_record(e)]
-    if t is ast.ListComp:
+    if t is ast.ListComp or t is ast.GeneratorExp:
         return [(node.elt, scope)] if _is_record(node.elt) else []
     if t is not ast.Name:
         return []
@@ -52,16 +53,20 @@ def _records(model: SemanticModel, node: ast.AST, scope: Scope) -> list[tuple[as
     for value in owner.assigns[node.id]:
         if type(value) is ast.List or type(value) is ast.ListComp:
             out += _records(model, value, owner)
-    for call, cscope in model.calls:  # records.append({...})
+    for call, cscope in model.calls:  # records.append({...}), records.extend([{...}, ...])
         func = call.func
         if (
             type(func) is ast.Attribute
-            and func.attr == "append"
+            and func.attr in ("append", "extend")
             and type(func.value) is ast.Name
             and func.value.id == node.id
             and len(call.args) == 1
             and model.lookup(node.id, cscope) is owner
         ):
+            if func.attr == "extend":  # a list or a comprehension of records (``+=`` is an assignment)
+                arg = call.args[0]
+                out += _records(model, arg, cscope) if type(arg) is not ast.Name else []
+                continue
             record = model.resolve_dict(call.args[0], cscope)
             if _is_record(record):
                 out.append((record, cscope))

@@ -25,7 +25,7 @@ from upsertsink.lint.checker import CheckOptions, Finding
 from upsertsink.lint.config import Settings
 from upsertsink.lint.discovery import discover_real, display_path, is_excluded
 from upsertsink.lint.tree import ProjectModules, RunFile, Tree, module_root
-from upsertsink.lint.workers import run_items, work
+from upsertsink.lint.workers import Workers, enough_work
 
 # Loaded when needed (start-up counts for small runs): pathspec when there is a .gitignore or an exclude glob
 # to match, the process pool when there is enough work for it, the analysis when a file is not in the cache.
@@ -73,7 +73,11 @@ def lint_paths(
     # collection passes during a run would only cost time
     gc.disable()
     try:
-        return _lint_paths(paths, settings, use_cache, jobs, progress or _no_progress, stdin)
+        pool = Workers(jobs)
+        try:
+            return _lint_paths(paths, settings, use_cache, pool, progress or _no_progress, stdin)
+        finally:
+            pool.close()
     finally:
         if enabled:
             gc.enable()
@@ -110,7 +114,7 @@ def _lint_paths(
     paths: list[Path],
     settings: Settings,
     use_cache: bool,
-    jobs: int | None,
+    pool: Workers,
     progress: Callable[[int, int], None],
     stdin: tuple[Path, bytes] | None = None,
 ) -> RunResult:
@@ -126,6 +130,7 @@ def _lint_paths(
     per_file: dict[str, list[Finding]] = {}
     tree_files: list[RunFile] = []
     todo: list[RunFile] = []
+    todo_bytes = 0
     cwd = Path.cwd().resolve()
     for f, real in files:
         shown = display_path(f, real, cwd)
@@ -160,10 +165,13 @@ def _lint_paths(
             result.stats.unread += item.raw is None
             item.result, item.ext = cached
             continue
-        item.data  # noqa: B018 - read now: the entry is gone (or of another shape), the file is analyzed
+        # read now: the entry is gone (or of another shape), the file is analyzed
+        todo_bytes += len(item.data)
         todo.append(item)
+        if enough_work(len(todo), todo_bytes):
+            pool.start()  # the workers import the analysis while the rest is read (no-op once started)
     # round 0: every file on its own
-    analyzed = _analyze(todo, settings, {}, jobs, progress, result.stats, prefilter=True)
+    analyzed = _analyze(todo, settings, {}, pool, progress, result.stats, prefilter=True)
     # later rounds: files that use definitions of other linted files, with those files' summaries
     # a file the pre-filter skipped may still use another file's values: read it when it imports one by name
     # (a file of the linted tree, or a module of the project outside it)
@@ -171,15 +179,19 @@ def _lint_paths(
         module_root(settings, [f.real for f in tree_files]), {f.real for f in tree_files}
     )
     stems = {f.real.stem.encode() for f in tree_files if f.real.stem != "__init__"}
+    redo = []
     for f in tree_files:
         skipped = f.result is not None and not f.result.parsed
         if not skipped or not (b"import" in f.data or b"%run" in f.data):
             continue
         if any(s in f.data for s in stems) or modules.imports_outside(f.real, f.data):
-            f.result = work((f.shown, f.data, _options(settings, f), False))
-            analyzed.add(id(f))
+            redo.append(f)
+    items = [(f.shown, f.data, _options(settings, f), False) for f in redo]
+    for f, res in zip(redo, pool.run(items, _no_progress, result.stats), strict=True):
+        f.result = res
+        analyzed.add(id(f))
     # the project modules the files import that are not among them: read for their exports, not reported
-    loaded, tree = _load_imported(tree_files, modules, settings, cache, jobs, result.stats, analyzed)
+    loaded, tree = _load_imported(tree_files, modules, settings, cache, pool, result.stats, analyzed)
     tree_files += loaded
     for _ in range(_MAX_ROUNDS):
         # modules other files use: compute their summaries (also when the pre-filter skipped them)
@@ -195,7 +207,7 @@ def _lint_paths(
             for t in targets:
                 t.summarize = True
             items = [(t.shown, t.data, _options(settings, t), False) for t in targets]
-            for t, res in zip(targets, run_items(items, jobs, _no_progress, result.stats), strict=True):
+            for t, res in zip(targets, pool.run(items, _no_progress, result.stats), strict=True):
                 t.result, t.ext = res, _NO_EXTERNALS
                 analyzed.add(id(t))
         again: list[tuple[RunFile, dict[str, dict]]] = []
@@ -208,9 +220,7 @@ def _lint_paths(
         if not again:
             break
         items = [(f.shown, f.data, _options(settings, f, externals), False) for f, externals in again]
-        for (f, externals), res in zip(
-            again, run_items(items, jobs, _no_progress, result.stats), strict=True
-        ):
+        for (f, externals), res in zip(again, pool.run(items, _no_progress, result.stats), strict=True):
             f.result, f.ext = res, _ext_hash(externals)
             analyzed.add(id(f))
     for f in tree_files:
@@ -244,7 +254,7 @@ def _load_imported(
     modules: ProjectModules,
     settings: Settings,
     cache: Cache | None,
-    jobs: int | None,
+    pool: Workers,
     stats: Stats,
     analyzed: set[int],
 ) -> tuple[list[RunFile], Tree]:
@@ -285,7 +295,7 @@ def _load_imported(
             item.summarize = True
             todo.append(item)
         if todo:
-            analyzed.update(_analyze(todo, settings, {}, jobs, _no_progress, stats, prefilter=False))
+            analyzed.update(_analyze(todo, settings, {}, pool, _no_progress, stats, prefilter=False))
         loaded += new.values()
         frontier = list(new.values())
     stats.modules_read = len(loaded)
@@ -296,13 +306,13 @@ def _analyze(
     todo: list[RunFile],
     settings: Settings,
     externals: dict[str, dict],
-    jobs: int | None,
+    pool: Workers,
     progress: Callable[[int, int], None],
     stats: Stats,
     prefilter: bool,
 ) -> set[int]:
     items = [(f.shown, f.data, _options(settings, f, externals), prefilter) for f in todo]
-    outputs = run_items(items, jobs, progress, stats)
+    outputs = pool.run(items, progress, stats)
     for f, res in zip(todo, outputs, strict=True):
         assert res is not None
         f.result, f.ext = res, _NO_EXTERNALS

@@ -290,10 +290,9 @@ class Taint:
         source = self.source_of_call(call, q)
         if source is not None:
             out.add(source)
-        if (
-            self.facts.widgets
-            and (func.attr if ft is ast.Attribute else getattr(func, "id", "")) in WIDGET_READS
-        ):
+        if (self.facts.widgets or self.model.runs) and (
+            func.attr if ft is ast.Attribute else getattr(func, "id", "")
+        ) in WIDGET_READS:
             out |= self._widget_taint(call, scope)
         sname = self.model.spark_name(q)
         args = call.args
@@ -372,8 +371,22 @@ class Taint:
             return EMPTY
         if type(func) is ast.Name and self.model.lookup(func.id, scope) is not None:
             return EMPTY
-        widget = self.facts.widgets.get(records.widget_name(call, self.values, scope) or "")
-        return self.of(widget[0], widget[1]) if widget is not None else EMPTY
+        name = records.widget_name(call, self.values, scope)
+        widget = self.facts.widgets.get(name or "")
+        if widget is not None:
+            return self.of(widget[0], widget[1])
+        for spec in self.model.module.star if name else ():  # a widget a %run notebook defined
+            if not spec.startswith("%run:"):
+                continue
+            self.model.wants.add(f"{spec}.{name}")
+            summary = self.model.externals.get(spec) or {}
+            rows = summary.get("widgets", {}).get(name)
+            if rows:
+                callee = f'dbutils.widgets.get("{name}")'
+                return frozenset(
+                    summary_sources(rows, self.model.span(call), callee, summary.get("path", "?"))
+                )
+        return EMPTY
 
     def _over_taint(self, call: ast.Call, scope: Scope) -> frozenset:
         func = call.func

@@ -122,8 +122,12 @@ class Tree:
             if target is None or target.result is None or not target.result.summary:
                 continue
             summary = target.result.summary
-            if name in summary.get("funcs", {}) or name in summary.get("values", {}):
-                out[spec] = {**summary, "path": target.shown}
+            if (
+                name in summary.get("funcs", {})
+                or name in summary.get("values", {})
+                or name in summary.get("widgets", {})
+            ):
+                out[spec] = {**summary, "path": target.shown}  # (widgets: those a %run notebook defines)
         return out
 
 

@@ -1,23 +1,27 @@
 """Analyzing files: one at a time in this process, or spread over a process pool when there is enough work.
 
-The process pool is loaded only when it is used (start-up counts for small runs); the analysis is loaded by
-:func:`upsertsink.lint.checker.check_bytes` when a file is analyzed, in the worker that analyzes it.
+The process pool is loaded only when it is used (start-up counts for small runs). A run keeps one pool
+(:class:`Workers`) from the moment it knows there is enough work to its end: the workers are forked while
+this process is still reading the files, and import the analysis meanwhile; the later rounds between files
+(summaries, files analyzed again with other files' summaries) go to the same workers, so this process never
+imports the analysis itself.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from upsertsink.lint.checker import CheckOptions, FileResult, check_bytes, main_guard
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     from upsertsink.lint.runner import Stats
 
-_PARALLEL_MIN_FILES = 8
-_PARALLEL_MIN_BYTES = 256 * 1024
+PARALLEL_MIN_FILES = 8
+PARALLEL_MIN_BYTES = 256 * 1024
 
 
 def work(item: tuple[str, bytes, CheckOptions, bool]) -> FileResult:
@@ -31,17 +35,9 @@ def work(item: tuple[str, bytes, CheckOptions, bool]) -> FileResult:
         return FileResult([_parse_error(path, 1, 1, f"internal error {exc.__class__.__name__}: {exc}")], True)
 
 
-_FORKED_ITEMS: list = []  # in a forked worker: the pool's work, inherited from the parent instead of pickled
-
-
-def _inherit(items: list) -> None:
-    # a pool's initializer: with the fork start method its arguments reach the worker through the fork itself
-    # (never pickled), and each pool gets its own list even when several runs share the parent process
-    _FORKED_ITEMS[:] = items
-
-
-def _work_forked(index: int) -> FileResult:
-    return work(_FORKED_ITEMS[index])
+def _warm() -> None:
+    # a worker's initializer: import the analysis (and the rules) while the parent still reads files
+    import upsertsink.lint.analysis  # noqa: F401
 
 
 def _serial(items: list, progress: Callable[[int, int], None]) -> list[FileResult | None]:
@@ -52,36 +48,62 @@ def _serial(items: list, progress: Callable[[int, int], None]) -> list[FileResul
     return out
 
 
-def run_items(
-    items: list, jobs: int | None, progress: Callable[[int, int], None], stats: Stats
-) -> list[FileResult | None]:
-    """Analyze items in a process pool when there is enough work, else in this process."""
-    total = sum(len(item[1]) for item in items)
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    if not (workers > 1 and len(items) >= _PARALLEL_MIN_FILES and total >= _PARALLEL_MIN_BYTES):
-        return _serial(items, progress)
-    order = sorted(range(len(items)), key=lambda i: -len(items[i][1]))
-    outputs: list[FileResult | None] = [None] * len(items)
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+def enough_work(files: int, size: int) -> bool:
+    """Is a run of ``files`` files (``size`` bytes in all) worth a process pool?"""
+    return files >= PARALLEL_MIN_FILES and size >= PARALLEL_MIN_BYTES
 
-    # Workers import the analysis (and the SQL parser, when a file holds SQL) themselves, side by side: this
-    # process importing them before the fork would add their import time to the run's instead.
-    forked = sys.platform.startswith("linux")
-    ctx = multiprocessing.get_context("fork") if forked else None
-    if forked:  # forked workers find the items in their copy of this process' memory: only indices are sent
-        fn, args, init = _work_forked, order, {"initializer": _inherit, "initargs": (items,)}
-    else:
-        fn, args, init = work, [items[i] for i in order], {}
-    # large files first; chunks as big as keeps every worker busy to the end (a task costs a round trip)
-    chunk = max(2, len(items) // (workers * 8))
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, **init) as pool:
-            for done, (i, res) in enumerate(zip(order, pool.map(fn, args, chunksize=chunk), strict=True), 1):
+
+class Workers:
+    """The worker processes of one run (``jobs``: how many; None: one per core). Started by :meth:`start`
+    (or by the first :meth:`run` with enough work), used by every later :meth:`run`, ended by :meth:`close`."""
+
+    def __init__(self, jobs: int | None) -> None:
+        self.count = jobs if jobs is not None else (os.cpu_count() or 1)
+        self._pool: ProcessPoolExecutor | None = None
+        self._failed = False  # no process support here (sandbox, no /dev/shm): one process from then on
+
+    def start(self) -> None:
+        """Fork the workers now (they import the analysis while this process goes on)."""
+        if self._pool is not None or self._failed or self.count <= 1:
+            return
+        import multiprocessing
+        import sys
+        from concurrent.futures import ProcessPoolExecutor
+
+        # forked workers start at once with this process' modules; elsewhere they are spawned
+        ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+        try:
+            self._pool = ProcessPoolExecutor(max_workers=self.count, mp_context=ctx, initializer=_warm)
+            self._pool.submit(_warm)  # the first task makes the pool fork its workers (not its constructor)
+        except OSError:
+            self._failed = True
+
+    def run(self, items: list, progress: Callable[[int, int], None], stats: Stats) -> list[FileResult | None]:
+        """Analyze items in the workers (started now if there is enough work), else in this process."""
+        if self._pool is None and not enough_work(len(items), sum(len(item[1]) for item in items)):
+            return _serial(items, progress)
+        self.start()
+        if self._pool is None:
+            return _serial(items, progress)
+        from concurrent.futures.process import BrokenProcessPool
+
+        # large files first; chunks as big as keeps every worker busy to the end (a task costs a round trip)
+        order = sorted(range(len(items)), key=lambda i: -len(items[i][1]))
+        chunk = max(1, len(items) // (self.count * 8))
+        outputs: list[FileResult | None] = [None] * len(items)
+        try:
+            results = self._pool.map(work, [items[i] for i in order], chunksize=chunk)
+            for done, (i, res) in enumerate(zip(order, results, strict=True), 1):
                 outputs[i] = res
                 progress(done, len(items))
-        stats.workers = workers
-    except (OSError, BrokenProcessPool):  # no process support here (sandbox, no /dev/shm): one process
-        outputs = _serial(items, progress)
-    return outputs
+            stats.workers = self.count
+        except (OSError, BrokenProcessPool):
+            self.close()
+            self._failed = True
+            outputs = _serial(items, progress)
+        return outputs
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None

@@ -190,7 +190,7 @@ class Rule:
         target, column = reach.target, reach.column
         label = reach.key_label if target == "key" else _TARGET_TEXT[target]
         history = getattr(reach, "history", False) and target == "sequence"
-        of_sink = " of an `scd_type=2` sink" if history else ""
+        of_sink = f" of {getattr(reach, 'history_of', '') or 'an `scd_type=2` sink'}" if history else ""
         table = getattr(reach, "table", None)
         if reach.rows:
             if column == "*":

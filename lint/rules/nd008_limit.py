@@ -24,12 +24,23 @@ def _limit_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
 
 
 def _head_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
-    """pandas' ``head(n)`` on a frame read in no order (Spark's ``head(n)`` is an action that only looks)."""
+    """pandas' ``head(n)`` / ``tail(n)`` on a frame read in no order, also of a column subset
+    (``pdf[cols].head()``); Spark's ``head(n)`` and ``tail(n)`` are actions that only look."""
     first = call.args[0] if call.args else ctx.model.kwarg(call, "n")
     if chains.looked_only(ctx.model, call) or (type(first) is ast.Constant and first.value == 0):
         return
-    if _pandas(ctx, call.func.value, scope):
-        _choose(ctx, call.func.value, scope, "head() without sort_values", ctx.model.method_span(call))
+    frame = _columns_of(call.func.value)
+    if _pandas(ctx, frame, scope):
+        what = f"{call.func.attr}() without sort_values"
+        _choose(ctx, frame, scope, what, ctx.model.method_span(call))
+
+
+def _columns_of(frame: ast.AST) -> ast.AST:
+    """The frame a column selection (``pdf[cols]``, ``pdf[["a", "b"]]``, ``pdf["a"]``) is taken from: the
+    selection keeps every row, in the frame's order."""
+    while type(frame) is ast.Subscript and type(frame.slice) not in (ast.Slice, ast.Tuple):
+        frame = frame.value
+    return frame
 
 
 def _iloc_hook(ctx: Context, sub: ast.Subscript, scope: Any) -> None:
@@ -52,6 +63,8 @@ def _pandas(ctx: Context, frame: ast.AST, scope: Any) -> bool:
         if type(step) is ast.Call and type(step.func) is ast.Attribute and step.func.attr in PANDAS_FRAMES:
             q = ctx.model.qualname(step.func, where)
             return q is None or q.startswith("pandas.")
+        if type(step) is ast.Call and type(step.func) is ast.Name and step.func.id in PANDAS_FRAMES:
+            return chains.pandas_name(ctx.model, step.func, where)  # from pandas import DataFrame
     return False
 
 
@@ -78,12 +91,13 @@ Without `orderBy`, `limit(n)` returns whichever n rows the first tasks produce. 
 action that looks at the data (`show()`, `collect()`, `toPandas()`, `count()`, `display(...)`...) are not
 reported, nor is `limit(0)` (it selects nothing, e.g. to take a schema). The
 ordering is searched along the method chain and through one variable (`ordered = df.orderBy(...)`;
-`ordered.limit(10)`). pandas' `head(n)` and `iloc[:n]` choose rows the same way on a frame known to be pandas
-(`toPandas()`, `to_pandas()`, `pd.read_*`, `pd.DataFrame(...)`) unless `sort_values`/`sort_index` comes first;
-Spark's `head(n)` is an action that only looks.
+`ordered.limit(10)`). pandas' `head(n)`, `tail(n)` and `iloc[:n]` choose rows the same way on a frame known to
+be pandas (`toPandas()`, `to_pandas()`, `pd.read_*`, `pd.DataFrame(...)`, `DataFrame(...)` imported from
+pandas), also after a column selection (`pdf[cols].head()`), unless `sort_values`/`sort_index` comes first;
+Spark's `head(n)` and `tail(n)` are actions that only look.
 """,
     why="A replay can write a different subset of rows.",
-    method_hooks={"limit": _limit_hook, "head": _head_hook, "iloc": _iloc_hook},
+    method_hooks={"limit": _limit_hook, "head": _head_hook, "tail": _head_hook, "iloc": _iloc_hook},
     catalogue=Catalogue(sql_clauses=frozenset({"limit"})),
     fix={
         "rows": "order before limiting with a tie-free ordering: `df.orderBy('id').limit(n)`.",

@@ -263,6 +263,54 @@ def test_pandas_head_and_iloc_on_an_unordered_frame_choose_the_written_rows() ->
     ]
 
 
+def test_a_frame_built_from_pandas_dataframe_imported_by_name_is_followed() -> None:
+    # before: nothing (only ``pd.DataFrame(...)`` was read as pandas: records and head(n) alike)
+    source = text("pandas_imported_name.py")
+    assert brief(lint_fixture("pandas_imported_name.py")) == [
+        ("ND003", "warning", *at(source, "uuid.uuid4()"), "column", "event_id"),
+        ("ND001", "warning", *at(source, "datetime.now("), "column", "loaded_at"),
+        ("ND008", "warning", *at(source, "head(500)"), "column", "*"),
+    ]
+
+
+def test_a_dataframe_name_not_from_pandas_is_not_a_pandas_frame() -> None:
+    source = (
+        "import uuid\n"
+        "from mylib import DataFrame\n"
+        "records = [{'event_id': str(uuid.uuid4())}]\n"
+        "write_deltalake('/lake/e', DataFrame(records).head(5))\n"
+    )
+    assert lint_text("own_frame.py", source) == []
+
+
+def test_records_accumulated_with_extend_and_plus_equals_are_followed() -> None:
+    # before: only ND001 (``+=`` binds the list); ``extend`` of a generator of dicts was not read
+    source = text("records_extend.py")
+    assert brief(lint_fixture("records_extend.py")) == [
+        ("ND003", "warning", *at(source, "uuid.uuid4()"), "column", "check_id"),
+        ("ND001", "warning", *at(source, "datetime.now("), "column", "checked_at"),
+    ]
+
+
+def test_pandas_tail_and_head_of_a_column_subset_choose_the_written_rows() -> None:
+    # before: nothing. tail(n) is head(n) from the other end; pdf[cols] keeps every row in the frame's order
+    source = text("pandas_tail_subset.py")
+    assert brief(lint_fixture("pandas_tail_subset.py")) == [
+        ("ND008", "warning", *at(source, "tail(100)"), "column", "*"),
+        ("ND008", "warning", *at(source, "head()"), "column", "*"),
+    ]
+    assert "tail() without sort_values" in lint_fixture("pandas_tail_subset.py")[0].message
+
+
+def test_spark_tail_only_looks() -> None:
+    source = (
+        "from pyspark.sql import functions as F\n"
+        "df = spark.table('t').withColumn('ts', F.current_timestamp())\n"
+        "print(df.limit(10).tail(2))\n"
+    )
+    assert lint_text("spark_tail.py", source) == []
+
+
 PANDAS_LOOKS = """\
 import pandas as pd
 
@@ -306,6 +354,25 @@ def test_rows_fetched_to_the_driver_and_written_are_followed() -> None:
     # head()/toPandas() only look unless what they return is kept and written (count() printed: only looks)
     got = [(f.rule, f.line, f.column_name) for f in lint_text("fetched.py", FETCHED)]
     assert got == [("ND003", 7, "event_id"), ("ND008", 9, "*"), ("ND001", 10, "ts")]
+
+
+def test_a_widget_defined_in_a_run_notebook_reaches_the_notebook_that_reads_it(tmp_path: Path) -> None:
+    # before: nothing (widgets were followed within one notebook only)
+    from upsertsink.lint.config import Settings
+    from upsertsink.lint.runner import lint_paths
+
+    folder = tmp_path / "nb"
+    shutil.copytree(FIXTURES / "run_widgets", folder)
+    settings = Settings()
+    settings.root = tmp_path
+    found = lint_paths([folder], settings, use_cache=False).findings
+    source = (folder / "load_events.py").read_text(encoding="utf-8")
+    assert [(Path(f.path).name, f.rule, f.line, f.column, f.target, f.column_name) for f in found] == [
+        ("load_events.py", "ND001", *at(source, 'dbutils.widgets.get("run_ts")'), "column", "run_ts")
+    ]
+    assert "setup.py:9" in found[0].message and "datetime.now()" in found[0].message
+    # the notebook alone knows nothing of the widget's default: no finding, as before
+    assert lint_fixture("run_widgets/load_events.py") == []
 
 
 # ------------------------------------------------------------- guards the pending fixes must keep
@@ -457,6 +524,27 @@ def test_auto_cdc_sequence_column_computed_from_the_wall_clock_is_an_error() -> 
     assert brief(lint_fixture("pipeline_auto_cdc.py")) == [
         ("ND001", "error", line, col, "sequence", "ingested_at")
     ]
+
+
+def test_an_scd_type_2_flow_with_a_nondeterministic_sequence_rewrites_history() -> None:
+    # before: the type 1 wording ("the newer-wins check compares values..."); type 2 keeps every version,
+    # opened and closed at its sequence value, so a replay rewrites the history rows
+    source = text("pipeline_scd2.py")
+    found = lint_fixture("pipeline_scd2.py")
+    assert brief(found) == [
+        ("ND001", "error", *at(source, "F.current_timestamp()"), "sequence", "F.current_timestamp()"),
+        ("ND001", "error", *at(source, "now()"), "sequence", "now()"),
+    ]
+    for f in found:
+        assert "of an SCD type 2 pipeline flow (`stored_as_scd_type=2`)" in f.message
+        assert "rewrites history on every replay" in f.message
+        assert "`__START_AT`" in f.message
+
+
+def test_a_type_1_flow_keeps_the_newer_wins_wording() -> None:
+    found = lint_fixture("pipeline_apply_changes.py")
+    assert [f.severity for f in found] == ["error"]
+    assert "rewrites history" not in found[0].message and "newer-wins" in found[0].message
 
 
 def test_pipelines_api_keys_generated_in_the_source_view_are_errors() -> None:
