@@ -127,3 +127,26 @@ def test_the_companion_table_name_keeps_catalog_and_schema_and_quotes():
     assert tombstone_table_name("main.sales.orders") == "`main`.`sales`.`orders__upsertsink_tombstones`"
     assert tombstone_table_name("s.`my t`") == "`s`.`my t__upsertsink_tombstones`"
     assert tombstone_table_name("t") == "`t__upsertsink_tombstones`"
+
+
+def test_a_delete_recorded_while_a_writer_reads_the_tombstones_is_not_resurrected(spark, schema, no_files, monkeypatch):
+    """Writer A records and commits the delete of key 2 just after writer B has read the tombstones of its batch
+    (an upsert of key 2, older than the delete, into a table without key 2): B's insert must not outlive it."""
+    from upsertsink.catalog_table import NamedTombstoneStore
+
+    name = f"{schema}.race"
+    a, b = _cdc(name, app_id="a", file_access=False), _cdc(name, app_id="b", file_access=False)
+    a.write(spark.createDataFrame([(1, "x", 1, "D"), (3, "c", 1, "U")], SCHEMA), batch_id=0)  # companion exists
+    matching, raced = NamedTombstoneStore.matching_batch, []
+
+    def between(store, data, sample):
+        found = matching(store, data, sample)
+        if not raced:  # B's read: A records and commits its delete now
+            raced.append(1)
+            a.write(spark.createDataFrame([(2, None, 10, "D")], SCHEMA), batch_id=1)
+        return found
+
+    monkeypatch.setattr(NamedTombstoneStore, "matching_batch", between)
+    b.write(spark.createDataFrame([(2, "old", 5, "U")], SCHEMA), batch_id=0)
+    assert raced
+    assert sorted(r["id"] for r in spark.table(name).collect()) == [3]

@@ -447,6 +447,23 @@ class NamedTombstoneStore(TombstoneStore):
         self._last_version = int(row[0]["version"]) if row else None
         return self._last_version
 
+    def version_before_read(self) -> int | None:
+        """The companion's version before the write reads its tombstones (tombstones only accumulate: what is
+        read later holds at least those of this version)."""
+        return self.version()
+
+    def version_seen(self, before: object, recorded: bool) -> int | None:  # type: ignore[override]
+        """``before`` unless this write's own record is the only commit since: another writer's delete recorded
+        after ``before`` must leave the version apart from the one the repair check meets after the commit
+        (else a delete recorded while this write read the tombstones would not be repaired)."""
+        if not recorded:
+            return before  # type: ignore[return-value]
+        now = self.version()
+        # our append is one commit; when the table was new, its creation (empty) is one more
+        if now is not None and (now == 1 if before is None else now == int(before) + 1):  # type: ignore[arg-type]
+            return now
+        return before  # type: ignore[return-value]
+
     def _collect(self, frame: Any) -> pa.Table:
         cols = [*[key_column(i) for i in range(len(self.keys))], SEQUENCE, EXPIRES_AT]
         with named_errors(self.table_name, "reading"):
