@@ -150,3 +150,42 @@ def test_a_delete_recorded_while_a_writer_reads_the_tombstones_is_not_resurrecte
     b.write(spark.createDataFrame([(2, "old", 5, "U")], SCHEMA), batch_id=0)
     assert raced
     assert sorted(r["id"] for r in spark.table(name).collect()) == [3]
+
+
+def test_a_lost_race_to_create_a_table_is_retried_until_the_catalog_shows_it(monkeypatch):
+    """Writers creating one table at once: Delta refuses the losers (ProtocolChanged) before the catalog shows the
+    winner's name; they look again instead of failing. Any other error is raised."""
+    from upsertsink import catalog
+
+    class Refused(Exception):
+        def __init__(self, condition):
+            super().__init__(condition)
+            self.condition = condition
+
+        def getCondition(self):  # noqa: N802 - Spark's name
+            return self.condition
+
+    class Writer:
+        def __init__(self, errors):
+            self.errors, self.calls = list(errors), 0
+
+        def saveAsTable(self, name):  # noqa: N802 - Spark's name
+            self.calls += 1
+            if self.errors:
+                raise self.errors.pop(0)
+
+    class Catalog:
+        seen = iter([False, True])
+
+        def tableExists(self, name):  # noqa: N802 - Spark's name
+            return next(self.seen)
+
+    class Spark:
+        catalog = Catalog()
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    writer = Writer([Refused("DELTA_PROTOCOL_CHANGED"), Refused("DELTA_PROTOCOL_CHANGED")])
+    catalog.save_new_table(Spark(), "s.t", writer)  # the second refusal finds the winner's table
+    assert writer.calls == 2
+    with pytest.raises(Refused):
+        catalog.save_new_table(Spark(), "s.t", Writer([Refused("INSUFFICIENT_PERMISSIONS")]))

@@ -406,16 +406,17 @@ class NamedTombstoneStore(TombstoneStore):
     def _ensure(self) -> None:
         if self._exists():
             return
-        wanted = self._schema()
+        from upsertsink.catalog import save_new_table
+
+        writer = self.spark.createDataFrame([], self._schema()).write.format("delta").mode("ignore")
         try:
-            self.spark.createDataFrame([], wanted).write.format("delta").mode("ignore").saveAsTable(self.table_name)
-        except Exception as err:  # noqa: BLE001 - a lost creation race is fine; anything else is named
-            if (spark_error_class(err) or "") not in ("TABLE_OR_VIEW_ALREADY_EXISTS", "DELTA_TABLE_ALREADY_EXISTS"):
-                raise CatalogTableError(
-                    f"the tombstone table {self.table_name} of table {self.named.name} could not be created: "
-                    f"{first_line(err)}. Spark-only mode keeps remembered deletes there: the job needs CREATE TABLE "
-                    "on the table's schema (or create it once, as a Delta table, with an owner that has)."
-                ) from None
+            save_new_table(self.spark, self.table_name, writer)  # a lost creation race is fine there
+        except Exception as err:  # noqa: BLE001 - anything else is named
+            raise CatalogTableError(
+                f"the tombstone table {self.table_name} of table {self.named.name} could not be created: "
+                f"{first_line(err)}. Spark-only mode keeps remembered deletes there: the job needs CREATE TABLE "
+                "on the table's schema (or create it once, as a Delta table, with an owner that has)."
+            ) from None
         log.info("created the tombstone table %s for %s", self.table_name, self.named.name)
         with _EXISTS_LOCK:
             _EXISTS.add(self.table_name)

@@ -49,3 +49,55 @@ def test_spark_only_client_killed_at_a_step_converges_after_a_resend(connect, ti
     assert len(state) == len(rows)  # no key twice
     assert state == model(data)
     assert sink.last_batch_id() == len(data) - 1
+
+
+def test_spark_only_writers_racing_on_one_named_table_converge_to_the_model(spark, schema):
+    """Three threads, each with its own sink on the one classic session, send a feed at once into a table that
+    does not exist yet (created by the race), two under one app id and one under another: every batch id has
+    one commit per app id, no delete is resurrected, the markers are right and the table equals the model."""
+    import threading
+
+    from upsertsink.errors import ConcurrentWriteError
+    from upsertsink.markers import decode_metadata
+
+    data = change_feed(seed=23, batches=5, keys=12, size=(4, 8))
+    name = f"{schema}.raced"
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def sink(app: str) -> UpsertSink:
+        return UpsertSink.for_table(name, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id=app,
+                                    file_access=False)
+
+    def run(app: str) -> None:
+        mine = sink(app)
+        barrier.wait()
+        for i, rows in enumerate(data):
+            try:
+                mine.write(spark.createDataFrame(arrow_batch(rows)), batch_id=i)
+            except ConcurrentWriteError:
+                pass  # gave up after its retries: re-sent below
+            except BaseException as err:  # noqa: BLE001 - reported by the assertion below
+                errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(app,)) for app in ("feed", "feed", "other")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(900)
+    assert not errors, errors
+    for app in ("feed", "other"):  # the re-send: whatever a writer gave up on lands now, the rest is a replay
+        again = sink(app)
+        for i, rows in enumerate(data):
+            again.write(spark.createDataFrame(arrow_batch(rows)), batch_id=i)
+        assert again.last_batch_id() == len(data) - 1
+    commits: dict[tuple[str, int], int] = {}
+    for row in spark.sql(f"DESCRIBE HISTORY {name}").collect():
+        meta = decode_metadata(row.asDict())
+        if meta and meta.get("batch_id") is not None and not meta.get("repair_of_batch"):
+            commits[(meta["app_id"], meta["batch_id"])] = commits.get((meta["app_id"], meta["batch_id"]), 0) + 1
+    assert commits == {(app, i): 1 for app in ("feed", "other") for i in range(len(data))}
+    rows = spark.table(name).select("id", "val", "seq").collect()
+    state = {r["id"]: (r["val"], r["seq"]) for r in rows}
+    assert len(state) == len(rows)  # no key twice
+    assert state == model(data)
