@@ -139,8 +139,8 @@ def test_a_delete_recorded_while_a_writer_reads_the_tombstones_is_not_resurrecte
     a.write(spark.createDataFrame([(1, "x", 1, "D"), (3, "c", 1, "U")], SCHEMA), batch_id=0)  # companion exists
     matching, raced = NamedTombstoneStore.matching_batch, []
 
-    def between(store, data, sample):
-        found = matching(store, data, sample)
+    def between(store, *args):
+        found = matching(store, *args)
         if not raced:  # B's read: A records and commits its delete now
             raced.append(1)
             a.write(spark.createDataFrame([(2, None, 10, "D")], SCHEMA), batch_id=1)
@@ -162,14 +162,14 @@ def test_a_lost_race_to_create_a_table_is_retried_until_the_catalog_shows_it(mon
             super().__init__(condition)
             self.condition = condition
 
-        def getCondition(self):  # noqa: N802 - Spark's name
+        def getCondition(self):
             return self.condition
 
     class Writer:
         def __init__(self, errors):
             self.errors, self.calls = list(errors), 0
 
-        def saveAsTable(self, name):  # noqa: N802 - Spark's name
+        def saveAsTable(self, name):
             self.calls += 1
             if self.errors:
                 raise self.errors.pop(0)
@@ -177,7 +177,7 @@ def test_a_lost_race_to_create_a_table_is_retried_until_the_catalog_shows_it(mon
     class Catalog:
         seen = iter([False, True])
 
-        def tableExists(self, name):  # noqa: N802 - Spark's name
+        def tableExists(self, name):
             return next(self.seen)
 
     class Spark:
@@ -189,3 +189,4 @@ def test_a_lost_race_to_create_a_table_is_retried_until_the_catalog_shows_it(mon
     assert writer.calls == 2
     with pytest.raises(Refused):
         catalog.save_new_table(Spark(), "s.t", Writer([Refused("INSUFFICIENT_PERMISSIONS")]))
+

@@ -58,6 +58,8 @@ SCOPE = "scope"
 # The companion table is cleaned (expired tombstones deleted, files compacted) by the writer whose record
 # brings its version to a multiple of this.
 COMPACT_EVERY_VERSIONS = 100
+# A batch of at most this many rows has its keys broadcast when they are matched with the tombstone table.
+BROADCAST_MAX_ROWS = 1_000_000
 
 
 class CatalogTableError(UpsertSinkError):
@@ -159,6 +161,10 @@ class NamedTable:
         self._detail = detail
         self._schema: _Schema | None = None
         self._version: int | None = None
+        # what ``detail()`` and ``schema()`` hold is kept between the writes of one sink while every commit
+        # since (version, timestamp) ``_described`` is one of this sink's own data commits (``_own``)
+        self._described: tuple[int, Any] | None = None
+        self._own: set[int] = set()
 
     def detail(self) -> dict[str, Any]:
         if self._detail is None:
@@ -208,12 +214,49 @@ class NamedTable:
         """The version in (after, latest] whose metadata carries write token ``token``."""
         if token is None or latest <= after:
             return None
-        for commit in self.history(latest - after + RECENT_COMMITS):
+        return self._find_in(self.history(latest - after + RECENT_COMMITS), token, after, latest)
+
+    def latest_and_write(self, token: str | None, after: int) -> tuple[int | None, int | None]:
+        """(the latest version, the version in (after, latest] carrying write token ``token``) from one read of
+        the recent history (a second, longer one only when more than RECENT_COMMITS commits came since)."""
+        recent = self.history(RECENT_COMMITS)
+        latest = recent[0]["version"] if recent else None
+        if token is None or latest is None or latest <= after:
+            return latest, None
+        if recent[-1]["version"] > after + 1 and len(recent) == RECENT_COMMITS:
+            recent = self.history(latest - after + RECENT_COMMITS)
+        return latest, self._find_in(recent, token, after, latest)
+
+    @staticmethod
+    def _find_in(commits: list[dict[str, Any]], token: str, after: int, latest: int) -> int | None:
+        for commit in commits:
             if after < commit["version"] <= latest:
                 meta = decode_metadata(commit)
                 if meta and meta.get("write") == token:
                     return commit["version"]
         return None
+
+    def note_own(self, version: int | None) -> None:
+        """``version`` is a data commit of this sink that changed neither the schema nor the table's settings."""
+        if version is not None:
+            self._own.add(version)
+
+    def _validate(self, recent: list[dict[str, Any]]) -> None:
+        """Forget ``DESCRIBE DETAIL`` and the schema unless every commit since they were known is this sink's own
+        (another writer's commit, an ALTER, a re-created table all make the next write describe it again)."""
+        at = recent[0] if recent else None
+        if self._described is not None:
+            version, stamp = self._described
+            keep = at is not None and at["version"] >= version
+            if keep:
+                by_version = {c["version"]: c for c in recent}
+                base = by_version.get(version)
+                keep = (base is not None and base["timestamp"] == stamp
+                        and all(v in self._own for v in range(version + 1, at["version"] + 1)))
+            if not keep:
+                self._detail, self._schema = None, None
+        self._described = None if at is None else (at["version"], at["timestamp"])
+        self._own.clear()
 
     def snapshot(self) -> NamedSnapshot:
         return NamedSnapshot(self)
@@ -272,6 +315,7 @@ class NamedSnapshot:
         self._recent = self.named.history(RECENT_COMMITS)
         self._at = self._recent[0]["version"] if self._recent else None
         self.named._version = self._at
+        self.named._validate(self._recent)
 
     @property
     def table(self) -> NamedTable:
@@ -479,9 +523,10 @@ class NamedTombstoneStore(TombstoneStore):
             return self._empty()
         return self._collect(self._frame())
 
-    def matching_batch(self, data: Any, sample: pa.Table | None) -> pa.Table:
-        """The live tombstones (newest per key) of the keys of ``data`` (the batch, a Spark DataFrame): a
-        semi-join on the server; only the matches come back."""
+    def matching_batch(self, data: Any, sample: pa.Table | None, rows: int | None = None) -> pa.Table:
+        """The live tombstones (newest per key) of the keys of ``data`` (the batch, a Spark DataFrame, of
+        ``rows`` rows): a semi-join on the server, the batch's keys broadcast when it is small; only the
+        matches come back."""
         from upsertsink.sparkapi import F
         from upsertsink.spec import quote
 
@@ -493,6 +538,8 @@ class NamedTombstoneStore(TombstoneStore):
         for i in range(len(self.keys)):
             part = F.col(key_column(i)) == F.col(f"__b{i}")
             cond = part if cond is None else cond & part
+        if rows is not None and rows <= BROADCAST_MAX_ROWS:
+            batch_keys = F.broadcast(batch_keys)
         tombs = self._collect(self._frame().join(batch_keys, on=cond, how="left_semi"))
         if sample is not None and tombs.num_rows:
             tombs = self._cast_keys(tombs, sample)

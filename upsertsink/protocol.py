@@ -421,7 +421,8 @@ def _store(request: WriteRequest) -> TombstoneStore:
 
 def _matching(store: TombstoneStore, engine: Engine, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
     if request.catalog is not None:  # a semi-join of the companion table with the batch's keys, on the server
-        return store.matching_batch(prepared.data, engine.key_sample(request, prepared))  # type: ignore[attr-defined]
+        return store.matching_batch(  # type: ignore[attr-defined]
+            prepared.data, engine.key_sample(request, prepared), prepared.rows)
     return store.matching(prepared.key_hashes, engine.key_sample(request, prepared), prepared.key_ranges)
 
 

@@ -51,10 +51,11 @@ def test_spark_only_client_killed_at_a_step_converges_after_a_resend(connect, ti
     assert sink.last_batch_id() == len(data) - 1
 
 
-def test_spark_only_writers_racing_on_one_named_table_converge_to_the_model(spark, schema):
-    """Three threads, each with its own sink on the one classic session, send a feed at once into a table that
-    does not exist yet (created by the race), two under one app id and one under another: every batch id has
-    one commit per app id, no delete is resurrected, the markers are right and the table equals the model."""
+def test_spark_only_writers_racing_on_one_named_table_converge_to_the_model(spark, connect, schema):
+    """Three threads, each with its own sink, send a feed at once into a table that does not exist yet (created
+    by the race): two under one app id (one on the classic session, one on a Spark Connect session) and one
+    under another (classic): every batch id has one commit per app id, no delete is resurrected, the markers
+    are right and the table equals the model."""
     import threading
 
     from upsertsink.errors import ConcurrentWriteError
@@ -69,18 +70,18 @@ def test_spark_only_writers_racing_on_one_named_table_converge_to_the_model(spar
         return UpsertSink.for_table(name, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id=app,
                                     file_access=False)
 
-    def run(app: str) -> None:
+    def run(app: str, session) -> None:
         mine = sink(app)
         barrier.wait()
         for i, rows in enumerate(data):
             try:
-                mine.write(spark.createDataFrame(arrow_batch(rows)), batch_id=i)
+                mine.write(session.createDataFrame(arrow_batch(rows)), batch_id=i)
             except ConcurrentWriteError:
                 pass  # gave up after its retries: re-sent below
             except BaseException as err:  # noqa: BLE001 - reported by the assertion below
                 errors.append(err)
 
-    threads = [threading.Thread(target=run, args=(app,)) for app in ("feed", "feed", "other")]
+    threads = [threading.Thread(target=run, args=job) for job in (("feed", spark), ("feed", connect), ("other", spark))]
     for t in threads:
         t.start()
     for t in threads:
