@@ -190,3 +190,41 @@ def test_a_lost_race_to_create_a_table_is_retried_until_the_catalog_shows_it(mon
     with pytest.raises(Refused):
         catalog.save_new_table(Spark(), "s.t", Writer([Refused("INSUFFICIENT_PERMISSIONS")]))
 
+
+def test_an_external_table_by_name_and_the_cli_in_spark_only_mode(spark, schema, no_files, tmp_path):
+    """An external table (CREATE TABLE ... LOCATION) written by name only keeps the guarantees; `status --table`
+    reads its history through Spark (the files cannot be read here); `diff --table` needs the files and says so,
+    naming the table."""
+    import json
+
+    from click.testing import CliRunner
+
+    from upsertsink.cli import main
+
+    name = f"{schema}.ext"
+    spark.sql(f"CREATE TABLE {name} ({SCHEMA}) USING delta LOCATION '{tmp_path / 'external' / 'ext'}'")
+    sink = _cdc(name, file_access=False)
+    sink.write(spark.createDataFrame([(1, "a", 1, "U"), (2, "b", 1, "U")], SCHEMA), batch_id=0)
+    batch = spark.createDataFrame([(2, None, 2, "D"), (3, "c", 2, "U")], SCHEMA)
+    assert sink.write(batch, batch_id=1).deleted == 1
+    assert sink.write(batch, batch_id=1).skipped
+    assert sink.write(spark.createDataFrame([(2, "old", 1, "U")], SCHEMA), batch_id=2).stale == 1
+    assert sorted((r["id"], r["v"]) for r in spark.table(name).collect()) == [(1, "a"), (3, "c")]
+    kind = {r["col_name"]: r["data_type"] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}["Type"]
+    assert kind == "EXTERNAL"
+    assert _cdc(name, file_access=False).last_batch_id() == 2
+
+    def cli(*args):
+        return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+    status = cli("status", "--table", name, "--json")
+    assert status.exit_code == 0, status.output
+    info = json.loads(status.stdout)
+    assert (info["spark_only"], info["batches"], info["version"]) == (True, {f"upsertsink:{name}": 2}, 3)
+    assert [c["batch_id"] for c in info["commits"]] == [2, 1, 0, None]  # version 0: the CREATE TABLE
+    at = json.loads(cli("status", "--table", f"{name}@1", "--json").stdout)
+    assert (at["version"], at["latest_version"], at["batches"]) == (1, 3, {f"upsertsink:{name}": 0})
+    assert "app upsertsink:" in cli("status", "--table", name, "--spark-only").stdout
+    diff = cli("diff", "--table", name, "--table", name, "--key", "id")
+    assert diff.exit_code != 0
+    assert f"table {name}: diff --table reads the table's files" in diff.stderr

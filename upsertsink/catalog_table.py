@@ -606,6 +606,57 @@ def forget() -> None:
         _EXISTS.clear()
 
 
+# ---------------------------------------------------------------- status (the CLI's status --table, Spark-only)
+
+
+def named_status(spark: Any, name: str, limit: int = 10, version: int | None = None) -> dict[str, Any]:
+    """``markers.status`` of the table ``name`` from ``DESCRIBE HISTORY`` on its name (no file access): its
+    version (or ``version``), the last batch id of each app id in the listed history, the recent commits."""
+    from upsertsink.markers import STATUS_HISTORY, _marker_only, _metric
+
+    named = NamedTable(spark, name)
+    listed = named.history(None if version is not None else max(limit, STATUS_HISTORY))
+    latest = listed[0]["version"] if listed else None
+    if version is not None:
+        if latest is None or version > latest:
+            raise CatalogTableError(f"table {name} has no version {version} (latest is {latest})")
+        listed = [c for c in listed if c["version"] <= version]
+    at = listed[0]["version"] if listed else None
+    batches: dict[str, int] = {}
+    commits = []
+    for commit in listed:
+        meta = decode_metadata(commit)
+        if meta and meta.get("app_id") and meta["app_id"] not in batches:
+            value = _chain_value(meta, str(meta["app_id"]))  # the app's newest commit: its marker
+            if value is not None:
+                batches[str(meta["app_id"])] = value
+        if len(commits) < limit:
+            metrics = commit.get("operationMetrics") or {}
+            commits.append({
+                "version": commit["version"], "timestamp": _millis(commit.get("timestamp")),
+                "operation": commit.get("operation"),
+                "app_id": meta.get("app_id") if meta else None, "batch_id": meta.get("batch_id") if meta else None,
+                "marker_only": _marker_only(meta, commit, metrics), "late": bool(meta and meta.get("late") is not None),
+                "inserted": _metric(metrics, "numTargetRowsInserted", "numOutputRows"),
+                "updated": _metric(metrics, "numTargetRowsUpdated"),
+                "deleted": _metric(metrics, "numTargetRowsDeleted"),
+                "files_scanned": meta.get("files_scanned") if meta else None,
+                "files_rewritten": _metric(metrics, "numTargetFilesRemoved", "numRemovedFiles"),
+            })
+    with named_errors(name, "reading the schema of"):
+        names = set(spark.table(named.sql_name).schema.names)
+    return {
+        "path": named.table_uri, "version": at, "scd_type": 2 if {"__START_AT", "__END_AT"} <= names else 1,
+        "latest_version": None if version is None else latest, "batches": batches, "commits": commits,
+    }
+
+
+def _millis(stamp: Any) -> Any:
+    """A history timestamp (a datetime from Spark, local time when naive) as epoch milliseconds, as deltalake
+    gives it."""
+    return int(stamp.timestamp() * 1000) if hasattr(stamp, "timestamp") else stamp
+
+
 # ---------------------------------------------------------------- choosing the mode
 
 
@@ -622,4 +673,4 @@ def files_readable(location: str, storage_options: dict[str, str] | None) -> tup
     return True, "readable"
 
 
-__all__ = ["CatalogTableError", "NamedSnapshot", "NamedTable", "NamedTombstoneStore", "tombstone_table_name"]
+__all__ = ["CatalogTableError", "NamedSnapshot", "NamedTable", "NamedTombstoneStore", "named_status", "tombstone_table_name"]
