@@ -102,3 +102,40 @@ def test_spark_only_writers_racing_on_one_named_table_converge_to_the_model(spar
     state = {r["id"]: (r["val"], r["seq"]) for r in rows}
     assert len(state) == len(rows)  # no key twice
     assert state == model(data)
+
+
+def test_spark_only_connect_clients_in_two_processes_apply_each_batch_once(connect, tiny_feed, schema, tmp_path):
+    """Two Connect clients (processes, a session each) send the same feed under one app id into one named table
+    at once, by name only (--spark-only): each batch id is committed once, and the table equals the model."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from harness import HERE
+
+    data, feed_file = tiny_feed
+    name = f"{schema}.clients"
+    start = time.time() + 6  # the clients connect first, then write together
+    procs = []
+    for n in range(2):
+        out = tmp_path / f"r{n}.jsonl"
+        procs.append((subprocess.Popen(
+            [sys.executable, str(HERE / "writer.py"), "--path", name, "--feed", str(feed_file), "--engine", "connect",
+             "--remote", connect_url(connect), "--spark-only", "--result", str(out), "--start-at", str(start)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy(),
+        ), out))
+    for proc, _ in procs:
+        assert proc.wait(600) == 0, proc.stderr.read().decode()[-2000:]
+    done = [json.loads(line) for _, out in procs for line in out.read_text().splitlines()]
+    assert not [d for d in done if d["outcome"] in ("raw", "error")], done
+    written = [d["batch"] for d in done if d["outcome"] == "written"]
+    assert len(written) == len(set(written))  # no batch id applied twice
+    sink = UpsertSink.for_table(name, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id="feed",
+                                file_access=False)
+    for i, rows in enumerate(data):  # whatever a client gave up on (ConcurrentWriteError) lands now
+        sink.write(connect.createDataFrame(arrow_batch(rows)), batch_id=i)
+    assert sink.last_batch_id() == len(data) - 1
+    state = {r["id"]: (r["val"], r["seq"]) for r in connect.table(name).select("id", "val", "seq").collect()}
+    assert state == model(data)
