@@ -228,3 +228,8 @@ def test_an_external_table_by_name_and_the_cli_in_spark_only_mode(spark, schema,
     diff = cli("diff", "--table", name, "--table", name, "--key", "id")
     assert diff.exit_code != 0
     assert f"table {name}: diff --table reads the table's files" in diff.stderr
+    # the sink kept DESCRIBE DETAIL and the schema between its writes: another's ALTER makes it look again
+    spark.sql(f"ALTER TABLE {name} ADD COLUMNS (note string)")
+    noted = spark.createDataFrame([(5, "e", 9, "U", "hi")], f"{SCHEMA}, note string")
+    assert sink.write(noted, batch_id=3).inserted == 1  # no new column: `note` is the table's now
+    assert spark.table(name).where("id = 5").collect()[0]["note"] == "hi"
