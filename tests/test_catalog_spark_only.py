@@ -127,3 +127,109 @@ def test_the_companion_table_name_keeps_catalog_and_schema_and_quotes():
     assert tombstone_table_name("main.sales.orders") == "`main`.`sales`.`orders__upsertsink_tombstones`"
     assert tombstone_table_name("s.`my t`") == "`s`.`my t__upsertsink_tombstones`"
     assert tombstone_table_name("t") == "`t__upsertsink_tombstones`"
+
+
+def test_a_delete_recorded_while_a_writer_reads_the_tombstones_is_not_resurrected(spark, schema, no_files, monkeypatch):
+    """Writer A records and commits the delete of key 2 just after writer B has read the tombstones of its batch
+    (an upsert of key 2, older than the delete, into a table without key 2): B's insert must not outlive it."""
+    from upsertsink.catalog_table import NamedTombstoneStore
+
+    name = f"{schema}.race"
+    a, b = _cdc(name, app_id="a", file_access=False), _cdc(name, app_id="b", file_access=False)
+    a.write(spark.createDataFrame([(1, "x", 1, "D"), (3, "c", 1, "U")], SCHEMA), batch_id=0)  # companion exists
+    matching, raced = NamedTombstoneStore.matching_batch, []
+
+    def between(store, *args):
+        found = matching(store, *args)
+        if not raced:  # B's read: A records and commits its delete now
+            raced.append(1)
+            a.write(spark.createDataFrame([(2, None, 10, "D")], SCHEMA), batch_id=1)
+        return found
+
+    monkeypatch.setattr(NamedTombstoneStore, "matching_batch", between)
+    b.write(spark.createDataFrame([(2, "old", 5, "U")], SCHEMA), batch_id=0)
+    assert raced
+    assert sorted(r["id"] for r in spark.table(name).collect()) == [3]
+
+
+def test_a_lost_race_to_create_a_table_is_retried_until_the_catalog_shows_it(monkeypatch):
+    """Writers creating one table at once: Delta refuses the losers (ProtocolChanged) before the catalog shows the
+    winner's name; they look again instead of failing. Any other error is raised."""
+    from upsertsink import catalog
+
+    class Refused(Exception):
+        def __init__(self, condition):
+            super().__init__(condition)
+            self.condition = condition
+
+        def getCondition(self):
+            return self.condition
+
+    class Writer:
+        def __init__(self, errors):
+            self.errors, self.calls = list(errors), 0
+
+        def saveAsTable(self, name):
+            self.calls += 1
+            if self.errors:
+                raise self.errors.pop(0)
+
+    class Catalog:
+        seen = iter([False, True])
+
+        def tableExists(self, name):
+            return next(self.seen)
+
+    class Spark:
+        catalog = Catalog()
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    writer = Writer([Refused("DELTA_PROTOCOL_CHANGED"), Refused("DELTA_PROTOCOL_CHANGED")])
+    catalog.save_new_table(Spark(), "s.t", writer)  # the second refusal finds the winner's table
+    assert writer.calls == 2
+    with pytest.raises(Refused):
+        catalog.save_new_table(Spark(), "s.t", Writer([Refused("INSUFFICIENT_PERMISSIONS")]))
+
+
+def test_an_external_table_by_name_and_the_cli_in_spark_only_mode(spark, schema, no_files, tmp_path):
+    """An external table (CREATE TABLE ... LOCATION) written by name only keeps the guarantees; `status --table`
+    reads its history through Spark (the files cannot be read here); `diff --table` needs the files and says so,
+    naming the table."""
+    import json
+
+    from click.testing import CliRunner
+
+    from upsertsink.cli import main
+
+    name = f"{schema}.ext"
+    spark.sql(f"CREATE TABLE {name} ({SCHEMA}) USING delta LOCATION '{tmp_path / 'external' / 'ext'}'")
+    sink = _cdc(name, file_access=False)
+    sink.write(spark.createDataFrame([(1, "a", 1, "U"), (2, "b", 1, "U")], SCHEMA), batch_id=0)
+    batch = spark.createDataFrame([(2, None, 2, "D"), (3, "c", 2, "U")], SCHEMA)
+    assert sink.write(batch, batch_id=1).deleted == 1
+    assert sink.write(batch, batch_id=1).skipped
+    assert sink.write(spark.createDataFrame([(2, "old", 1, "U")], SCHEMA), batch_id=2).stale == 1
+    assert sorted((r["id"], r["v"]) for r in spark.table(name).collect()) == [(1, "a"), (3, "c")]
+    kind = {r["col_name"]: r["data_type"] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}["Type"]
+    assert kind == "EXTERNAL"
+    assert _cdc(name, file_access=False).last_batch_id() == 2
+
+    def cli(*args):
+        return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+    status = cli("status", "--table", name, "--json")
+    assert status.exit_code == 0, status.output
+    info = json.loads(status.stdout)
+    assert (info["spark_only"], info["batches"], info["version"]) == (True, {f"upsertsink:{name}": 2}, 3)
+    assert [c["batch_id"] for c in info["commits"]] == [2, 1, 0, None]  # version 0: the CREATE TABLE
+    at = json.loads(cli("status", "--table", f"{name}@1", "--json").stdout)
+    assert (at["version"], at["latest_version"], at["batches"]) == (1, 3, {f"upsertsink:{name}": 0})
+    assert "app upsertsink:" in cli("status", "--table", name, "--spark-only").stdout
+    diff = cli("diff", "--table", name, "--table", name, "--key", "id")
+    assert diff.exit_code != 0
+    assert f"table {name}: diff --table reads the table's files" in diff.stderr
+    # the sink kept DESCRIBE DETAIL and the schema between its writes: another's ALTER makes it look again
+    spark.sql(f"ALTER TABLE {name} ADD COLUMNS (note string)")
+    noted = spark.createDataFrame([(5, "e", 9, "U", "hi")], f"{SCHEMA}, note string")
+    assert sink.write(noted, batch_id=3).inserted == 1  # no new column: `note` is the table's now
+    assert spark.table(name).where("id = 5").collect()[0]["note"] == "hi"

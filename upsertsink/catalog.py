@@ -101,6 +101,35 @@ def as_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
+CREATE_RACE_ATTEMPTS = 6
+
+
+def save_new_table(spark: Any, name: str, writer: Any) -> None:
+    """``writer.saveAsTable(name)`` (a ``mode("ignore")`` writer) unless the table exists. A lost creation race
+    is fine: the table found, or Delta's conflict of writers creating one table at once (``ProtocolChanged``:
+    the winner's commit is in the log before the catalog shows its name) retried until the catalog shows it."""
+    import random
+    import time
+
+    from upsertsink.conflicts import spark_conflict, spark_error_class
+
+    for attempt in range(CREATE_RACE_ATTEMPTS):
+        try:
+            writer.saveAsTable(name)
+            return
+        except Exception as err:
+            if (spark_error_class(err) or "") in ("TABLE_OR_VIEW_ALREADY_EXISTS", "DELTA_TABLE_ALREADY_EXISTS"):
+                return
+            if spark_conflict(err) is None and "PROTOCOL_CHANGED" not in (spark_error_class(err) or ""):
+                raise
+            if spark.catalog.tableExists(name):
+                return
+            if attempt == CREATE_RACE_ATTEMPTS - 1:
+                raise
+            log.info("creating table %s raced another writer (%s); looking again", name, spark_error_class(err))
+            time.sleep(0.1 * 2**attempt * (0.5 + random.random()))
+
+
 def create(
     spark: Any, name: str, df: Any, partition_by: list[str] | None, column_mapping: bool, history_of: str | None = None,
 ) -> str:
@@ -121,12 +150,11 @@ def create(
     if column_mapping:
         writer = writer.option("delta.columnMapping.mode", "name")
     try:
-        writer.saveAsTable(name)
-    except Exception as err:  # noqa: BLE001 - a lost creation race is fine; anything else is named
-        from upsertsink.conflicts import first_line, spark_error_class
+        save_new_table(spark, name, writer)
+    except Exception as err:  # noqa: BLE001 - anything but a lost creation race is named
+        from upsertsink.conflicts import first_line
 
-        if (spark_error_class(err) or "") not in ("TABLE_OR_VIEW_ALREADY_EXISTS", "DELTA_TABLE_ALREADY_EXISTS"):
-            raise InvalidInputError(f"table {name} could not be created: {first_line(err)}") from None
+        raise InvalidInputError(f"table {name} could not be created: {first_line(err)}") from None
     found = location(spark, name)
     if found is None:
         raise UpsertSinkError(f"table {name} was created but the catalog does not show it")

@@ -58,6 +58,8 @@ SCOPE = "scope"
 # The companion table is cleaned (expired tombstones deleted, files compacted) by the writer whose record
 # brings its version to a multiple of this.
 COMPACT_EVERY_VERSIONS = 100
+# A batch of at most this many rows has its keys broadcast when they are matched with the tombstone table.
+BROADCAST_MAX_ROWS = 1_000_000
 
 
 class CatalogTableError(UpsertSinkError):
@@ -159,6 +161,10 @@ class NamedTable:
         self._detail = detail
         self._schema: _Schema | None = None
         self._version: int | None = None
+        # what ``detail()`` and ``schema()`` hold is kept between the writes of one sink while every commit
+        # since (version, timestamp) ``_described`` is one of this sink's own data commits (``_own``)
+        self._described: tuple[int, Any] | None = None
+        self._own: set[int] = set()
 
     def detail(self) -> dict[str, Any]:
         if self._detail is None:
@@ -208,12 +214,49 @@ class NamedTable:
         """The version in (after, latest] whose metadata carries write token ``token``."""
         if token is None or latest <= after:
             return None
-        for commit in self.history(latest - after + RECENT_COMMITS):
+        return self._find_in(self.history(latest - after + RECENT_COMMITS), token, after, latest)
+
+    def latest_and_write(self, token: str | None, after: int) -> tuple[int | None, int | None]:
+        """(the latest version, the version in (after, latest] carrying write token ``token``) from one read of
+        the recent history (a second, longer one only when more than RECENT_COMMITS commits came since)."""
+        recent = self.history(RECENT_COMMITS)
+        latest = recent[0]["version"] if recent else None
+        if token is None or latest is None or latest <= after:
+            return latest, None
+        if recent[-1]["version"] > after + 1 and len(recent) == RECENT_COMMITS:
+            recent = self.history(latest - after + RECENT_COMMITS)
+        return latest, self._find_in(recent, token, after, latest)
+
+    @staticmethod
+    def _find_in(commits: list[dict[str, Any]], token: str, after: int, latest: int) -> int | None:
+        for commit in commits:
             if after < commit["version"] <= latest:
                 meta = decode_metadata(commit)
                 if meta and meta.get("write") == token:
                     return commit["version"]
         return None
+
+    def note_own(self, version: int | None) -> None:
+        """``version`` is a data commit of this sink that changed neither the schema nor the table's settings."""
+        if version is not None:
+            self._own.add(version)
+
+    def _validate(self, recent: list[dict[str, Any]]) -> None:
+        """Forget ``DESCRIBE DETAIL`` and the schema unless every commit since they were known is this sink's own
+        (another writer's commit, an ALTER, a re-created table all make the next write describe it again)."""
+        at = recent[0] if recent else None
+        if self._described is not None:
+            version, stamp = self._described
+            keep = at is not None and at["version"] >= version
+            if keep:
+                by_version = {c["version"]: c for c in recent}
+                base = by_version.get(version)
+                keep = (base is not None and base["timestamp"] == stamp
+                        and all(v in self._own for v in range(version + 1, at["version"] + 1)))
+            if not keep:
+                self._detail, self._schema = None, None
+        self._described = None if at is None else (at["version"], at["timestamp"])
+        self._own.clear()
 
     def snapshot(self) -> NamedSnapshot:
         return NamedSnapshot(self)
@@ -272,6 +315,7 @@ class NamedSnapshot:
         self._recent = self.named.history(RECENT_COMMITS)
         self._at = self._recent[0]["version"] if self._recent else None
         self.named._version = self._at
+        self.named._validate(self._recent)
 
     @property
     def table(self) -> NamedTable:
@@ -406,16 +450,17 @@ class NamedTombstoneStore(TombstoneStore):
     def _ensure(self) -> None:
         if self._exists():
             return
-        wanted = self._schema()
+        from upsertsink.catalog import save_new_table
+
+        writer = self.spark.createDataFrame([], self._schema()).write.format("delta").mode("ignore")
         try:
-            self.spark.createDataFrame([], wanted).write.format("delta").mode("ignore").saveAsTable(self.table_name)
-        except Exception as err:  # noqa: BLE001 - a lost creation race is fine; anything else is named
-            if (spark_error_class(err) or "") not in ("TABLE_OR_VIEW_ALREADY_EXISTS", "DELTA_TABLE_ALREADY_EXISTS"):
-                raise CatalogTableError(
-                    f"the tombstone table {self.table_name} of table {self.named.name} could not be created: "
-                    f"{first_line(err)}. Spark-only mode keeps remembered deletes there: the job needs CREATE TABLE "
-                    "on the table's schema (or create it once, as a Delta table, with an owner that has)."
-                ) from None
+            save_new_table(self.spark, self.table_name, writer)  # a lost creation race is fine there
+        except Exception as err:  # noqa: BLE001 - anything else is named
+            raise CatalogTableError(
+                f"the tombstone table {self.table_name} of table {self.named.name} could not be created: "
+                f"{first_line(err)}. Spark-only mode keeps remembered deletes there: the job needs CREATE TABLE "
+                "on the table's schema (or create it once, as a Delta table, with an owner that has)."
+            ) from None
         log.info("created the tombstone table %s for %s", self.table_name, self.named.name)
         with _EXISTS_LOCK:
             _EXISTS.add(self.table_name)
@@ -447,6 +492,23 @@ class NamedTombstoneStore(TombstoneStore):
         self._last_version = int(row[0]["version"]) if row else None
         return self._last_version
 
+    def version_before_read(self) -> int | None:
+        """The companion's version before the write reads its tombstones (tombstones only accumulate: what is
+        read later holds at least those of this version)."""
+        return self.version()
+
+    def version_seen(self, before: object, recorded: bool) -> int | None:  # type: ignore[override]
+        """``before`` unless this write's own record is the only commit since: another writer's delete recorded
+        after ``before`` must leave the version apart from the one the repair check meets after the commit
+        (else a delete recorded while this write read the tombstones would not be repaired)."""
+        if not recorded:
+            return before  # type: ignore[return-value]
+        now = self.version()
+        # our append is one commit; when the table was new, its creation (empty) is one more
+        if now is not None and (now == 1 if before is None else now == int(before) + 1):  # type: ignore[arg-type]
+            return now
+        return before  # type: ignore[return-value]
+
     def _collect(self, frame: Any) -> pa.Table:
         cols = [*[key_column(i) for i in range(len(self.keys))], SEQUENCE, EXPIRES_AT]
         with named_errors(self.table_name, "reading"):
@@ -461,9 +523,10 @@ class NamedTombstoneStore(TombstoneStore):
             return self._empty()
         return self._collect(self._frame())
 
-    def matching_batch(self, data: Any, sample: pa.Table | None) -> pa.Table:
-        """The live tombstones (newest per key) of the keys of ``data`` (the batch, a Spark DataFrame): a
-        semi-join on the server; only the matches come back."""
+    def matching_batch(self, data: Any, sample: pa.Table | None, rows: int | None = None) -> pa.Table:
+        """The live tombstones (newest per key) of the keys of ``data`` (the batch, a Spark DataFrame, of
+        ``rows`` rows): a semi-join on the server, the batch's keys broadcast when it is small; only the
+        matches come back."""
         from upsertsink.sparkapi import F
         from upsertsink.spec import quote
 
@@ -475,6 +538,8 @@ class NamedTombstoneStore(TombstoneStore):
         for i in range(len(self.keys)):
             part = F.col(key_column(i)) == F.col(f"__b{i}")
             cond = part if cond is None else cond & part
+        if rows is not None and rows <= BROADCAST_MAX_ROWS:
+            batch_keys = F.broadcast(batch_keys)
         tombs = self._collect(self._frame().join(batch_keys, on=cond, how="left_semi"))
         if sample is not None and tombs.num_rows:
             tombs = self._cast_keys(tombs, sample)
@@ -541,6 +606,57 @@ def forget() -> None:
         _EXISTS.clear()
 
 
+# ---------------------------------------------------------------- status (the CLI's status --table, Spark-only)
+
+
+def named_status(spark: Any, name: str, limit: int = 10, version: int | None = None) -> dict[str, Any]:
+    """``markers.status`` of the table ``name`` from ``DESCRIBE HISTORY`` on its name (no file access): its
+    version (or ``version``), the last batch id of each app id in the listed history, the recent commits."""
+    from upsertsink.markers import STATUS_HISTORY, _marker_only, _metric
+
+    named = NamedTable(spark, name)
+    listed = named.history(None if version is not None else max(limit, STATUS_HISTORY))
+    latest = listed[0]["version"] if listed else None
+    if version is not None:
+        if latest is None or version > latest:
+            raise CatalogTableError(f"table {name} has no version {version} (latest is {latest})")
+        listed = [c for c in listed if c["version"] <= version]
+    at = listed[0]["version"] if listed else None
+    batches: dict[str, int] = {}
+    commits = []
+    for commit in listed:
+        meta = decode_metadata(commit)
+        if meta and meta.get("app_id") and meta["app_id"] not in batches:
+            value = _chain_value(meta, str(meta["app_id"]))  # the app's newest commit: its marker
+            if value is not None:
+                batches[str(meta["app_id"])] = value
+        if len(commits) < limit:
+            metrics = commit.get("operationMetrics") or {}
+            commits.append({
+                "version": commit["version"], "timestamp": _millis(commit.get("timestamp")),
+                "operation": commit.get("operation"),
+                "app_id": meta.get("app_id") if meta else None, "batch_id": meta.get("batch_id") if meta else None,
+                "marker_only": _marker_only(meta, commit, metrics), "late": bool(meta and meta.get("late") is not None),
+                "inserted": _metric(metrics, "numTargetRowsInserted", "numOutputRows"),
+                "updated": _metric(metrics, "numTargetRowsUpdated"),
+                "deleted": _metric(metrics, "numTargetRowsDeleted"),
+                "files_scanned": meta.get("files_scanned") if meta else None,
+                "files_rewritten": _metric(metrics, "numTargetFilesRemoved", "numRemovedFiles"),
+            })
+    with named_errors(name, "reading the schema of"):
+        names = set(spark.table(named.sql_name).schema.names)
+    return {
+        "path": named.table_uri, "version": at, "scd_type": 2 if {"__START_AT", "__END_AT"} <= names else 1,
+        "latest_version": None if version is None else latest, "batches": batches, "commits": commits,
+    }
+
+
+def _millis(stamp: Any) -> Any:
+    """A history timestamp (a datetime from Spark, local time when naive) as epoch milliseconds, as deltalake
+    gives it."""
+    return int(stamp.timestamp() * 1000) if hasattr(stamp, "timestamp") else stamp
+
+
 # ---------------------------------------------------------------- choosing the mode
 
 
@@ -557,4 +673,4 @@ def files_readable(location: str, storage_options: dict[str, str] | None) -> tup
     return True, "readable"
 
 
-__all__ = ["CatalogTableError", "NamedSnapshot", "NamedTable", "NamedTombstoneStore", "tombstone_table_name"]
+__all__ = ["CatalogTableError", "NamedSnapshot", "NamedTable", "NamedTombstoneStore", "named_status", "tombstone_table_name"]

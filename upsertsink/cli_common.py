@@ -180,13 +180,26 @@ def catalog_session(feature: str, master: str = "local[*]") -> Any:
     return active if active is not None else current_or_new_session("upsertsink-cli", master, feature)
 
 
-def table_location(spark: Any, name: str, version: int | None = None) -> str:
+def table_location(spark: Any, name: str, version: int | None = None, reads_files: str | None = None) -> str:
     """Where the Delta table ``name`` lives (``LOCATION@N`` with a version), as the path-based commands
-    take it; a table the catalog does not know is an InvalidInputError naming it."""
+    take it; a table the catalog does not know is an InvalidInputError naming it. ``reads_files`` (the
+    command, for one that reads the table's files): a location this process cannot read is an
+    InvalidInputError naming the table (not the engine's raw error)."""
     from upsertsink import catalog
     from upsertsink.errors import InvalidInputError
 
     found = catalog.location(spark, name)
+    if found is not None and reads_files is not None:
+        from upsertsink.catalog_table import files_readable
+
+        readable, why = files_readable(found, None)
+        if not readable:
+            raise InvalidInputError(
+                f"table {name}: {reads_files} reads the table's files at {found}, which this process cannot read "
+                f"({why}). Only `write --table` and `status --table` work through Spark on the name alone "
+                "(Spark-only mode, docs/user-guide.md \"Spark Connect and catalogs\"); run this command where the "
+                "files can be read"
+            )
     if found is None:
         hint = ""
         try:

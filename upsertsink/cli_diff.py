@@ -111,7 +111,7 @@ def diff_command(
                 spark = catalog_session("upsertsink diff --table")
                 for i, (kind, text) in enumerate(sides):
                     if kind == "table":
-                        inputs[i] = table_location(spark, *split_table_version(text))
+                        inputs[i] = table_location(spark, *split_table_version(text), reads_files="diff --table")
             result = diff(
                 inputs[0],
                 inputs[1],
@@ -228,7 +228,7 @@ def replay_check_command(
                 from upsertsink.cli_common import split_table_version, table_location
 
                 progress("finding the tables in Spark's catalog")
-                named.update({name: table_location(spark, *split_table_version(spec))
+                named.update({name: table_location(spark, *split_table_version(spec), reads_files="replay-check --table")
                               for name, spec in named_tables.items()})  # fmt: skip
             frames = {name: read_input(spark, path, f"input {name!r}") for name, path in named.items()}
             result = replay_check(

@@ -150,6 +150,15 @@ def _columns_text(rows: list[dict[str, Any]]) -> list[str]:
     return [line(heads), *(line(c) for c in cells)]
 
 
+def _labelled(info: dict[str, Any]) -> dict[str, Any]:
+    for commit in info["commits"]:
+        commit["time"] = _commit_time(commit.get("timestamp"))
+        labels = [label for label, on in (("marker only", commit["marker_only"]), ("late", commit["late"])) if on]
+        if labels:
+            commit["operation"] = f"{commit['operation']} ({', '.join(labels)})"
+    return info
+
+
 def _one_table(path: str | None, table_name: str | None) -> str:
     """The table a command was given: PATH or --table NAME, exactly one of them (else a usage error)."""
     if path is not None and table_name is not None:
@@ -165,14 +174,19 @@ def _one_table(path: str | None, table_name: str | None) -> str:
               help="Instead of PATH: a Delta table named in Spark's catalog (NAME@N: at version N).")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(min=0),
               help="How many recent commits to show.")
+@click.option("--spark-only", is_flag=True,
+              help="With --table: read the table's history through Spark SQL on its name (DESCRIBE HISTORY), not its "
+                   "files; the default when this process cannot read the files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
-def status(path: str | None, table_name: str | None, limit: int, as_json: bool) -> None:
+def status(path: str | None, table_name: str | None, limit: int, spark_only: bool, as_json: bool) -> None:
     """Show a table's version, the last batch id per app id, and recent commits with their time and counts.
 
     PATH@N shows the table as it was at version N; --table NAME (NAME@N) the table of that name in Spark's
-    catalog.
+    catalog (through Spark SQL alone when its files cannot be read here, or with --spark-only).
     """
     label = _one_table(path, table_name)
+    if spark_only and table_name is None:
+        raise click.UsageError("--spark-only goes with --table NAME")
 
     def work() -> dict[str, Any]:
         require_extras("upsertsink status", "--table" if table_name is not None else None)
@@ -183,8 +197,17 @@ def status(path: str | None, table_name: str | None, limit: int, as_json: bool) 
             from upsertsink.cli_common import catalog_session, split_table_version, table_location
 
             name, version = split_table_version(table_name)
-            table = table_location(catalog_session("upsertsink status --table"), name)
+            spark = catalog_session("upsertsink status --table")
+            table = table_location(spark, name)
             shown = f"table {name} (at {table})"
+            from upsertsink.catalog_table import files_readable
+
+            if spark_only or not files_readable(table, None)[0]:  # Spark-only mode: the history by name
+                from upsertsink.catalog_table import named_status
+
+                info = named_status(spark, name, limit, version)
+                info = {"table": table_name, "location": table, "spark_only": True, **info}
+                return _labelled(info)
         else:
             assert path is not None
             table, version = split_version(path)
@@ -197,12 +220,7 @@ def status(path: str | None, table_name: str | None, limit: int, as_json: bool) 
         info = markers.status(table, limit=limit, version=version)
         if table_name is not None:
             info = {"table": table_name, "location": table, **info}
-        for commit in info["commits"]:
-            commit["time"] = _commit_time(commit.get("timestamp"))
-            labels = [label for label, on in (("marker only", commit["marker_only"]), ("late", commit["late"])) if on]
-            if labels:
-                commit["operation"] = f"{commit['operation']} ({', '.join(labels)})"
-        return info
+        return _labelled(info)
 
     info = run(work)
     if as_json:
@@ -245,7 +263,8 @@ def maintain(path: str | None, table_name: str | None, as_json: bool) -> None:
             from upsertsink import catalog
             from upsertsink.cli_common import catalog_session, table_location
 
-            table = table_location(catalog_session("upsertsink maintain --table"), catalog.check_name(table_name))
+            table = table_location(catalog_session("upsertsink maintain --table"), catalog.check_name(table_name),
+                                   reads_files="maintain --table")
         else:
             table = _table_location(label)
         if not markers.table_exists(table, deltalake_options(table)):

@@ -208,13 +208,16 @@ def _attempt(
     batch, stale, store, seen, seen_version = prepared, 0, None, None, None
     if request.tracks_deletes:
         store = _store(request)
+        before = store.version_before_read()
         seen = _matching(store, engine, request, prepared)
         batch, stale = engine.apply_tombstones(request, prepared, seen)
         deletes = _not_remembered(engine.deletes(request, batch), seen, store.key_columns)
         if deletes.num_rows:
             store.record(deletes, request.batch_id, settings.retention_us)
             faults.point("tombstones-recorded")
-        seen_version = store.version()
+        # the version the repair check compares with after the commit: it must not take in a delete another
+        # writer recorded after ``seen`` was read (the check would then miss it)
+        seen_version = store.version_seen(before, recorded=deletes.num_rows > 0)
     # the table's columns the batch carries (the others are ones Delta fills in: identity, generated)
     given = {c.name for c in engine.columns()}
     described = [*(c for c in target or engine.columns() if c.name in given), *new_columns]
@@ -418,7 +421,8 @@ def _store(request: WriteRequest) -> TombstoneStore:
 
 def _matching(store: TombstoneStore, engine: Engine, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
     if request.catalog is not None:  # a semi-join of the companion table with the batch's keys, on the server
-        return store.matching_batch(prepared.data, engine.key_sample(request, prepared))  # type: ignore[attr-defined]
+        return store.matching_batch(  # type: ignore[attr-defined]
+            prepared.data, engine.key_sample(request, prepared), prepared.rows)
     return store.matching(prepared.key_hashes, engine.key_sample(request, prepared), prepared.key_ranges)
 
 

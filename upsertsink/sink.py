@@ -274,6 +274,14 @@ class UpsertSink:
             return True  # still where the catalog said it was (a dropped table is looked up again)
         if spark is None:
             spark = catalog.active_session(f"UpsertSink.for_table({self.table_name!r})")
+        if self.spark_only and self._named is not None and self._named.spark is spark:
+            # the table of the previous write: still there (a dropped one is created again below)? What DESCRIBE
+            # DETAIL said is kept while only this sink commits (NamedTable._validate)
+            from upsertsink.catalog_table import named_errors
+
+            with named_errors(self.table_name, "looking up"):
+                if spark.catalog.tableExists(self.table_name):
+                    return True
         detail = catalog.detail(spark, self.table_name)
         if detail is None:
             if df is None:

@@ -337,6 +337,17 @@ class TombstoneStore:
             return None
         return hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
 
+    def version_before_read(self) -> object:
+        """Called before a write reads its tombstones; what it returns goes to :meth:`version_seen`. The file
+        store needs nothing here (None)."""
+        return None
+
+    def version_seen(self, before: object, recorded: bool) -> object:
+        """The store's version that the write's post-commit repair check compares with: the store as the write
+        read it plus its own record. The file store answers its current version (a delete recorded by another
+        writer between the write's read and this call is taken in; see docs/design-notes.md)."""
+        return self.version()
+
     def read(self, ranges: dict[str, tuple[object, object]] | None = None) -> pa.Table:
         """Every live tombstone (``k0..kN`` in this sink's key order, ``sequence``), newest per key, whose keys
         fall in ``ranges`` (key -> (min, max))."""

@@ -49,3 +49,93 @@ def test_spark_only_client_killed_at_a_step_converges_after_a_resend(connect, ti
     assert len(state) == len(rows)  # no key twice
     assert state == model(data)
     assert sink.last_batch_id() == len(data) - 1
+
+
+def test_spark_only_writers_racing_on_one_named_table_converge_to_the_model(spark, connect, schema):
+    """Three threads, each with its own sink, send a feed at once into a table that does not exist yet (created
+    by the race): two under one app id (one on the classic session, one on a Spark Connect session) and one
+    under another (classic): every batch id has one commit per app id, no delete is resurrected, the markers
+    are right and the table equals the model."""
+    import threading
+
+    from upsertsink.errors import ConcurrentWriteError
+    from upsertsink.markers import decode_metadata
+
+    data = change_feed(seed=23, batches=5, keys=12, size=(4, 8))
+    name = f"{schema}.raced"
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def sink(app: str) -> UpsertSink:
+        return UpsertSink.for_table(name, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id=app,
+                                    file_access=False)
+
+    def run(app: str, session) -> None:
+        mine = sink(app)
+        barrier.wait()
+        for i, rows in enumerate(data):
+            try:
+                mine.write(session.createDataFrame(arrow_batch(rows)), batch_id=i)
+            except ConcurrentWriteError:
+                pass  # gave up after its retries: re-sent below
+            except BaseException as err:  # noqa: BLE001 - reported by the assertion below
+                errors.append(err)
+
+    threads = [threading.Thread(target=run, args=job) for job in (("feed", spark), ("feed", connect), ("other", spark))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(900)
+    assert not errors, errors
+    for app in ("feed", "other"):  # the re-send: whatever a writer gave up on lands now, the rest is a replay
+        again = sink(app)
+        for i, rows in enumerate(data):
+            again.write(spark.createDataFrame(arrow_batch(rows)), batch_id=i)
+        assert again.last_batch_id() == len(data) - 1
+    commits: dict[tuple[str, int], int] = {}
+    for row in spark.sql(f"DESCRIBE HISTORY {name}").collect():
+        meta = decode_metadata(row.asDict())
+        if meta and meta.get("batch_id") is not None and not meta.get("repair_of_batch"):
+            commits[(meta["app_id"], meta["batch_id"])] = commits.get((meta["app_id"], meta["batch_id"]), 0) + 1
+    assert commits == {(app, i): 1 for app in ("feed", "other") for i in range(len(data))}
+    rows = spark.table(name).select("id", "val", "seq").collect()
+    state = {r["id"]: (r["val"], r["seq"]) for r in rows}
+    assert len(state) == len(rows)  # no key twice
+    assert state == model(data)
+
+
+def test_spark_only_connect_clients_in_two_processes_apply_each_batch_once(connect, tiny_feed, schema, tmp_path):
+    """Two Connect clients (processes, a session each) send the same feed under one app id into one named table
+    at once, by name only (--spark-only): each batch id is committed once, and the table equals the model."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from harness import HERE
+
+    data, feed_file = tiny_feed
+    name = f"{schema}.clients"
+    start = time.time() + 6  # the clients connect first, then write together
+    procs = []
+    for n in range(2):
+        out = tmp_path / f"r{n}.jsonl"
+        procs.append((subprocess.Popen(
+            [sys.executable, str(HERE / "writer.py"), "--path", name, "--feed", str(feed_file), "--engine", "connect",
+             "--remote", connect_url(connect), "--spark-only", "--result", str(out), "--start-at", str(start)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy(),
+        ), out))
+    for proc, _ in procs:
+        assert proc.wait(600) == 0, proc.stderr.read().decode()[-2000:]
+    done = [json.loads(line) for _, out in procs for line in out.read_text().splitlines()]
+    assert not [d for d in done if d["outcome"] in ("raw", "error")], done
+    written = [d["batch"] for d in done if d["outcome"] == "written"]
+    assert len(written) == len(set(written))  # no batch id applied twice
+    sink = UpsertSink.for_table(name, KEYS, sequence_by=SEQUENCE, delete_when=DELETE_WHEN, app_id="feed",
+                                file_access=False)
+    for i, rows in enumerate(data):  # whatever a client gave up on (ConcurrentWriteError) lands now
+        sink.write(connect.createDataFrame(arrow_batch(rows)), batch_id=i)
+    assert sink.last_batch_id() == len(data) - 1
+    state = {r["id"]: (r["val"], r["seq"]) for r in connect.table(name).select("id", "val", "seq").collect()}
+    assert state == model(data)

@@ -324,23 +324,35 @@ def _merge(
             if evolve:
                 merge = merge.withSchemaEvolution()
             metrics = _clauses(merge, plan).execute().first()
-        return _after_merge(session, request, prepared, metadata, marker, metrics, before)
+        return _after_merge(session, request, prepared, metadata, marker, metrics, before, evolve)
+
+
+def _latest_and_mine(request: WriteRequest, token: str | None, before: int | None) -> tuple[int | None, int | None]:
+    """The table's latest version and the one of this write (its ``write`` token), None when not found; in
+    Spark-only mode from one read of the history."""
+    if request.catalog is not None:
+        return request.catalog.latest_and_write(token, before or 0)
+    latest = _version(request)
+    if latest == before:
+        return latest, None
+    return latest, _find_write(request, token, before or 0, latest or 0)
 
 
 def _after_merge(
     session: Any, request: WriteRequest, prepared: PreparedBatch, metadata: dict[str, Any], marker: Marker | None,
-    metrics: Any, before: int | None,
+    metrics: Any, before: int | None, evolve: bool = False,
 ) -> CommitOutcome:
     if metrics is None and marker is not None:
         # Delta ran no MERGE at all: the table's txn for the marker's app id had reached its version on the
         # snapshot the MERGE started from (a concurrent writer of the same app id committed meanwhile).
         raise RetryableConflict(f"{marker.app_id} reached version {marker.version} concurrently; nothing was merged")
-    latest = _version(request)
+    latest, mine = _latest_and_mine(request, metadata.get("write"), before)
     version = latest
     if latest != before:
         faults.point("data-committed")
-        mine = _find_write(request, metadata.get("write"), before or 0, latest or 0)
         version = latest if mine is None else mine
+        if request.catalog is not None and not evolve:
+            request.catalog.note_own(mine)
     elif marker is not None:
         # No row changed and Delta made no commit: record the marker alone with an empty append.
         faults.point("marker-only-before")
@@ -353,11 +365,12 @@ def _after_merge(
             writer.saveAsTable(request.catalog.sql_name)
         else:
             writer.save(request.target)
-        latest = _version(request)
         # Delta skips an append whose txn version the table already has: then no commit is ours.
-        version = _find_write(request, metadata.get("write"), before or 0, latest or 0)
+        _, version = _latest_and_mine(request, metadata.get("write"), before)
         if version is None:
             raise RetryableConflict(f"{marker.app_id} reached version {marker.version} concurrently")
+        if request.catalog is not None:
+            request.catalog.note_own(version)
         faults.point("marker-only-committed")
     return CommitOutcome(
         version=version,
