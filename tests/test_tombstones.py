@@ -251,3 +251,26 @@ def test_a_batch_of_more_than_a_thousand_keys_meets_the_deletes_among_them(tmp_p
     s.write(pa.Table.from_pylist(small, pa.schema(CDC)), batch_id=3)
     rows = {r["id"]: r["name"] for r in read_rows(path)}
     assert 7 not in rows and rows[14] == "new"
+
+
+@pytest.mark.parametrize("b_deletes_too", [False, True], ids=["b-records-nothing", "b-records-a-delete"])
+def test_a_delete_recorded_while_a_writer_reads_the_tombstones_is_not_resurrected(tmp_path, monkeypatch, b_deletes_too):
+    # Writer A records and commits the delete of key 2 just after writer B has read the tombstones of its batch
+    # (an upsert of key 2, older than the delete, into a table without key 2): B's insert must not outlive it.
+    path = str(tmp_path / "t")
+    a, b = cdc_sink(path, app_id="a"), cdc_sink(path, app_id="b")
+    a.write(pa.Table.from_pylist(cdc((1, "x", 1, "D"), (3, "c", 1, "U")), pa.schema(CDC)), batch_id=0)
+    matching, raced = TombstoneStore.matching, []
+
+    def between(store, *args, **kw):
+        found = matching(store, *args, **kw)
+        if not raced:  # B's read: A records and commits its delete now
+            raced.append(1)
+            a.write(pa.Table.from_pylist(cdc((2, None, 10, "D")), pa.schema(CDC)), batch_id=1)
+        return found
+
+    monkeypatch.setattr(TombstoneStore, "matching", between)
+    rows = [(2, "old", 5, "U"), *([(9, None, 5, "D")] if b_deletes_too else [])]
+    b.write(pa.Table.from_pylist(cdc(*rows), pa.schema(CDC)), batch_id=0)
+    assert raced
+    assert sorted(r["id"] for r in read_rows(path)) == [3]

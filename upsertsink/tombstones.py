@@ -258,6 +258,13 @@ def forget_indexes() -> None:
         _INDEXES.clear()
 
 
+def _identity(names: list[str]) -> str | None:
+    """A scope's version: an identity of its data files (None when it has none)."""
+    if not names:
+        return None
+    return hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
+
+
 def _data_files(listing: Any) -> list[str]:
     return sorted(n for n in listing if n.endswith(".parquet") and not n.startswith("."))
 
@@ -278,6 +285,8 @@ class TombstoneStore:
         ordered = sorted(self.keys)
         self._order = [ordered.index(k) for k in self.keys]
         self._listing: list[str] | None = None
+        self._seen_names: set[str] | None = None  # the data files the write's tombstone read came from
+        self._recorded_name: str | None = None  # the file this write recorded its deletes in
 
     # ------------------------------------------------------------ reading
 
@@ -332,10 +341,7 @@ class TombstoneStore:
     def version(self) -> str | None:
         """An identity of the scope's current files (None when it has none): it changes when any writer
         records or compacts; equal identities mean the same tombstones."""
-        names = _data_files(self.refresh())
-        if not names:
-            return None
-        return hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
+        return _identity(_data_files(self.refresh()))
 
     def version_before_read(self) -> object:
         """Called before a write reads its tombstones; what it returns goes to :meth:`version_seen`. The file
@@ -344,14 +350,21 @@ class TombstoneStore:
 
     def version_seen(self, before: object, recorded: bool) -> object:
         """The store's version that the write's post-commit repair check compares with: the store as the write
-        read it plus its own record. The file store answers its current version (a delete recorded by another
-        writer between the write's read and this call is taken in; see docs/design-notes.md)."""
-        return self.version()
+        read it plus its own record. When the files now are exactly those the write read plus the one it
+        recorded, that is the current version; otherwise (another writer recorded or compacted since the read)
+        the identity of the files it read, which the check after the commit cannot meet, so the repair runs: a
+        delete recorded between the read and now is applied, never outlived by this write's older upsert."""
+        seen = self._seen_names
+        if seen is None:
+            return self.version()
+        now = set(_data_files(self.refresh()))
+        mine = {self._recorded_name} if recorded and self._recorded_name else set()
+        return _identity(sorted(now)) if now == seen | mine else _identity(sorted(seen))
 
     def read(self, ranges: dict[str, tuple[object, object]] | None = None) -> pa.Table:
         """Every live tombstone (``k0..kN`` in this sink's key order, ``sequence``), newest per key, whose keys
         fall in ``ranges`` (key -> (min, max))."""
-        self.refresh()
+        self._seen_names = set(_data_files(self.refresh()))
         table = _index(self.path).table
         if table is None or table.num_rows == 0:
             return self._empty()
@@ -381,7 +394,7 @@ class TombstoneStore:
         if key_hashes is None:
             tombs = self.read(ranges)
         else:
-            self.refresh()
+            self._seen_names = set(_data_files(self.refresh()))
             index = _index(self.path)
             with index.lock:
                 if index.table is None or index.table.num_rows == 0 or len(key_hashes) == 0:
@@ -433,6 +446,7 @@ class TombstoneStore:
         )
         name = f"t-{now:020d}-{uuid.uuid4().hex[:12]}.parquet"
         self.folder.write(name, table, self._file_metadata())
+        self._recorded_name = name
         # into the index as written (not read back); then the files other writers added meanwhile
         index = _index(self.path)
         hashes = fp.combine([fp.column_hash(table[c]) for c in self.key_columns], n)
