@@ -6,6 +6,8 @@ CONNECT_MODULES on Spark Connect as well (every write feature is tested there on
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from sink_helpers import Engine
 
@@ -36,3 +38,12 @@ def engine(request) -> Engine:
     if request.param in ("spark", "connect"):
         return Engine(request.param, request.getfixturevalue(request.param))
     return Engine("embedded")
+
+
+@pytest.fixture
+def schema(spark, tmp_path):
+    """A schema of the run's catalog whose managed tables live under tmp_path (the catalog-table tests)."""
+    name = f"s_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE SCHEMA {name} LOCATION '{tmp_path / 'warehouse'}'")
+    yield name
+    spark.sql(f"DROP SCHEMA IF EXISTS {name} CASCADE")

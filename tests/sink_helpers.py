@@ -34,3 +34,10 @@ def read_rows(path: str, order_by: str | list[str] = "id") -> list[dict]:
 
 def version(path) -> int:
     return DeltaTable(str(path)).version()
+
+
+def named_cdc_sink(name: str, **kw):
+    """A sink for the catalog table ``name`` keyed on ``id``, sequenced by ``seq``, deleting where op = 'D'."""
+    from upsertsink import UpsertSink
+
+    return UpsertSink.for_table(name, keys="id", sequence_by="seq", delete_when="op = 'D'", **kw)

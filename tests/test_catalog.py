@@ -7,10 +7,10 @@ import json
 import subprocess
 import sys
 import textwrap
-import uuid
 
 import pyarrow as pa
 import pytest
+from sink_helpers import named_cdc_sink as _cdc
 from sink_helpers import read_rows
 
 from upsertsink import InvalidInputError, NotADeltaTableError, UpsertSink, UpsertSinkError
@@ -18,19 +18,6 @@ from upsertsink import InvalidInputError, NotADeltaTableError, UpsertSink, Upser
 pytestmark = pytest.mark.spark
 
 SCHEMA = "id long, v string, seq long, op string"
-
-
-def _cdc(name: str, **kw) -> UpsertSink:
-    return UpsertSink.for_table(name, keys="id", sequence_by="seq", delete_when="op = 'D'", **kw)
-
-
-@pytest.fixture
-def schema(spark, tmp_path):
-    """A schema of the run's catalog whose managed tables live under tmp_path."""
-    name = f"s_{uuid.uuid4().hex[:8]}"
-    spark.sql(f"CREATE SCHEMA {name} LOCATION '{tmp_path / 'warehouse'}'")
-    yield name
-    spark.sql(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
 @pytest.fixture(params=["spark", "connect"])

@@ -6,28 +6,16 @@ from __future__ import annotations
 
 import builtins
 import os
-import uuid
 
 import pytest
+from sink_helpers import named_cdc_sink as _cdc
 
-from upsertsink import ReplayDivergenceError, UpsertSink, UpsertSinkError
+from upsertsink import ReplayDivergenceError, UpsertSinkError
 from upsertsink.errors import BatchIdBehindMarkerError
 
 pytestmark = pytest.mark.spark
 
 SCHEMA = "id long, v string, seq long, op string"
-
-
-def _cdc(name: str, **kw) -> UpsertSink:
-    return UpsertSink.for_table(name, keys="id", sequence_by="seq", delete_when="op = 'D'", **kw)
-
-
-@pytest.fixture
-def schema(spark, tmp_path):
-    name = f"so_{uuid.uuid4().hex[:8]}"
-    spark.sql(f"CREATE SCHEMA {name} LOCATION '{tmp_path / 'warehouse'}'")
-    yield name
-    spark.sql(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
 class FileAccess(AssertionError):

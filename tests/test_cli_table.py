@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -33,15 +32,6 @@ def error_of(res) -> str:
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("upsertsink: error: "), res.stderr
     return lines[0]
-
-
-@pytest.fixture
-def schema(spark, tmp_path):
-    """A schema of the run's catalog whose managed tables live under tmp_path."""
-    name = f"cli_{uuid.uuid4().hex[:8]}"
-    spark.sql(f"CREATE SCHEMA {name} LOCATION '{tmp_path / 'warehouse'}'")
-    yield name
-    spark.sql(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
 @pytest.fixture

@@ -545,6 +545,9 @@ class NamedTombstoneStore(TombstoneStore):
             tombs = self._cast_keys(tombs, sample)
         return tombs
 
+    def matching_prepared(self, prepared: Any, sample: pa.Table | None) -> pa.Table:
+        return self.matching_batch(prepared.data, sample, prepared.rows)
+
     def matching(self, key_hashes: Any, sample: pa.Table | None = None,
                  ranges: dict[str, tuple[object, object]] | None = None) -> pa.Table:
         tombs = self.read(ranges)

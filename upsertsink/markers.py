@@ -25,7 +25,7 @@ from typing import Any
 
 from upsertsink.errors import NotADeltaTableError
 from upsertsink.fingerprint import Fingerprint
-from upsertsink.tombstones import HELPER_DIRS, ROOT_DIR, deltalake_uri
+from upsertsink.tombstones import HELPER_DIRS, ROOT_DIR, deltalake_uri, stored_sequences
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +195,10 @@ class Snapshot:
             while len(_TXNS) > 4096:
                 _TXNS.popitem(last=False)
         return value
+
+    def stored_sequences(self, keys: tuple[str, ...], sequence: str | None, wanted: Any) -> Any:
+        """The table's (k0..kN, sequence) for the keys in ``wanted`` (k0..kN), read with deltalake."""
+        return stored_sequences(self, keys, sequence, wanted)
 
     def recent_commits(self) -> list[dict[str, Any]]:
         """The newest RECENT_COMMITS commit infos, newest first (each with its ``version``)."""

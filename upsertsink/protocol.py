@@ -40,7 +40,7 @@ from upsertsink.errors import (
     option,
 )
 from upsertsink.spec import DELETE_FLAG, MergePlan
-from upsertsink.tombstones import SEQUENCE, TombstoneStore, key_column, stored_sequences
+from upsertsink.tombstones import SEQUENCE, TombstoneStore, key_column
 
 log = logging.getLogger(__name__)
 
@@ -420,10 +420,7 @@ def _store(request: WriteRequest) -> TombstoneStore:
 
 
 def _matching(store: TombstoneStore, engine: Engine, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
-    if request.catalog is not None:  # a semi-join of the companion table with the batch's keys, on the server
-        return store.matching_batch(  # type: ignore[attr-defined]
-            prepared.data, engine.key_sample(request, prepared), prepared.rows)
-    return store.matching(prepared.key_hashes, engine.key_sample(request, prepared), prepared.key_ranges)
+    return store.matching_prepared(prepared, engine.key_sample(request, prepared))
 
 
 # ---------------------------------------------------------------- replays
@@ -492,11 +489,7 @@ def _repair(
     overtaken = joined.filter(pc.greater(joined[SEQUENCE], pc.cast(joined["_ours"], joined[SEQUENCE].type)))
     if overtaken.num_rows == 0:
         return None
-    snapshot = _open(request)
-    if request.catalog is not None:
-        stored = snapshot.stored_sequences(request.keys, request.sequence, overtaken.select(kc))
-    else:
-        stored = stored_sequences(snapshot, request.keys, request.sequence, overtaken.select(kc))
+    stored = _open(request).stored_sequences(request.keys, request.sequence, overtaken.select(kc))
     both = overtaken.select([*kc, SEQUENCE]).join(stored.rename_columns([*kc, "_stored"]), keys=kc)
     older = both.filter(pc.fill_null(pc.less(pc.cast(both["_stored"], both[SEQUENCE].type), both[SEQUENCE]), False))
     if older.num_rows == 0:

@@ -409,6 +409,10 @@ class TombstoneStore:
             tombs = self._cast_keys(tombs, sample)
         return tombs
 
+    def matching_prepared(self, prepared: Any, sample: pa.Table | None) -> pa.Table:
+        """The live tombstones a prepared batch can meet: by its key hashes (or, without them, its key ranges)."""
+        return self.matching(prepared.key_hashes, sample, prepared.key_ranges)
+
     def _empty(self) -> pa.Table:
         return pa.table({c: pa.array([], pa.null()) for c in [*self.key_columns, SEQUENCE]})
 

@@ -4,8 +4,6 @@ session converges to the model (nothing lost, doubled or resurrected) and the ma
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from harness import DELETE_WHEN, KEYS, SEQUENCE, arrow_batch, change_feed, model, run_writer, save_feed
 
@@ -23,14 +21,6 @@ POINTS = [("tombstones-recorded", 1), ("before-commit", 2), ("data-committed", 2
 def tiny_feed(tmp_path_factory):
     data = change_feed(seed=11, batches=4)
     return data, save_feed(data, tmp_path_factory.mktemp("tiny") / "feed.json")
-
-
-@pytest.fixture
-def schema(spark, tmp_path):
-    name = f"sof_{uuid.uuid4().hex[:8]}"
-    spark.sql(f"CREATE SCHEMA {name} LOCATION '{tmp_path / 'warehouse'}'")
-    yield name
-    spark.sql(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
 @pytest.mark.parametrize(("point", "nth"), POINTS, ids=[f"{p}@{n}" for p, n in POINTS])
