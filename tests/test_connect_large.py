@@ -19,6 +19,7 @@ SCHEMA = "id long, name string, seq long, op string"
 def on_server(monkeypatch):
     """Every Connect local relation counts as large; a collect of the batch to the client fails the test."""
     monkeypatch.setattr(spark_engine, "CONNECT_LOCAL_ROWS", 0)
+    monkeypatch.setattr(spark_engine, "_client_rows", lambda df: None)  # not prepared from the client's rows
 
     def no_collect(self, df):
         raise AssertionError("a batch kept on the server was collected to the client")
@@ -77,8 +78,8 @@ def test_the_fingerprint_is_the_same_on_the_server_path_and_the_client_path(conn
     with monkeypatch.context() as m:
         m.setattr(spark_engine, "CONNECT_LOCAL_ROWS", 0)
         s.write(frame(connect, rows), batch_id=0)
-    assert s.write(frame(connect, rows), batch_id=0).replay_check == "matched"  # client path
-    s.write(frame(connect, [(i, "z", 2, "U") for i in range(5)]), batch_id=1)  # client path
+    assert s.write(frame(connect, rows), batch_id=0).replay_check == "matched"  # collected to the client
+    s.write(frame(connect, [(i, "z", 2, "U") for i in range(5)]), batch_id=1)  # collected to the client
     with monkeypatch.context() as m:
         m.setattr(spark_engine, "CONNECT_LOCAL_ROWS", 0)
         assert s.write(frame(connect, [(i, "z", 2, "U") for i in range(5)]), batch_id=1).replay_check == "matched"

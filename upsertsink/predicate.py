@@ -165,19 +165,32 @@ def _same_kind(left, right) -> None:
         _not_fast()
 
 
+def evaluate_simple(predicate: Predicate, table):  # -> pyarrow.ChunkedArray of bool, or None
+    """One boolean per row (null taken as false) when the predicate is one of the shapes ``_fast`` evaluates
+    with Arrow compute and gives booleans: the shapes on which Arrow, DataFusion and Spark SQL agree (no
+    implicit casts, no functions). None for anything else."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        flag = _fast(predicate.tree, table)
+    except (_NotFast, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
+        return None
+    if isinstance(flag, pa.Scalar) or len(flag) != table.num_rows or not pa.types.is_boolean(flag.type):
+        return None
+    return pc.fill_null(flag, False) if isinstance(flag, pa.ChunkedArray) else pa.chunked_array(
+        [pc.fill_null(flag, False)])
+
+
 def evaluate_arrow(predicate: Predicate, table):  # -> pyarrow.ChunkedArray of bool
     """Evaluate on an Arrow table with DataFusion: one boolean per row, null taken as false."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from datafusion import SessionConfig, SessionContext
 
-    try:
-        flag = _fast(predicate.tree, table)
-        if not isinstance(flag, pa.Scalar) and len(flag) == table.num_rows:
-            return pc.fill_null(flag, False) if isinstance(flag, pa.ChunkedArray) else pa.chunked_array(
-                [pc.fill_null(flag, False)])
-    except (_NotFast, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
-        pass
+    flag = evaluate_simple(predicate, table)
+    if flag is not None:
+        return flag
     ctx = getattr(_contexts, "ctx", None)
     if ctx is None:  # one context per thread, kept: making one costs more than the query on a micro-batch
         ctx = _contexts.ctx = SessionContext(SessionConfig().with_target_partitions(1))

@@ -74,6 +74,8 @@ def main() -> int:
     for i in order[args.start:stop]:
         batch = arrow_batch(feed[i])
         data = spark.createDataFrame(batch) if spark is not None else batch
+        if args.connect_large:  # not the bare local relation whose rows the client prepares itself
+            data = data.repartition(2)
         try:
             r = sink.write(data, batch_id=None if args.no_batch_ids else i)
             outcome = {"batch": i, "outcome": "skipped" if r.skipped else "written", "stale": r.stale,

@@ -5,10 +5,13 @@ and one ``mapInArrow`` pass (``spark_stats.py``) gives the row count, the canoni
 overflow counts, key ranges and key hashes. The MERGE reads the checkpoint (Delta's own source
 materialization is switched off for it, since the checkpoint already is one).
 
-Over Spark Connect a large batch the client sent as a local relation is never collected back
-(``_connect_large``): the batch as sent is checkpointed lazily before its schema is asked for, cast and flagged over the checkpoint, and the
-statistics job also ships every row's key, sequence and delete flag, so tombstones and delete keys are handled
-on the client in Arrow and the MERGE reads the checkpoint (docs/design-notes.md).
+Over Spark Connect a batch that is exactly a local relation the client built (``createDataFrame`` of pandas,
+Arrow or rows) already has its rows in the client's plan (``_client_rows``): it is prepared there in Arrow, as
+the embedded engine does, with no job and no round trip, and only the MERGE source is sent. Any other large
+batch the client sent as a local relation is never collected back (``_connect_large``): it is checkpointed
+lazily before its schema is asked for, cast and flagged over the checkpoint, and the statistics job also ships
+every row's key, sequence and delete flag, so tombstones and delete keys are handled on the client in Arrow and
+the MERGE reads the checkpoint (docs/design-notes.md).
 
 The commits themselves (create, MERGE, marker-only, repair) are in ``spark_merge.py``.
 """
@@ -85,6 +88,50 @@ def _connect_large(df: Any) -> bool:
     return False
 
 
+def _client_rows(df: Any) -> tuple[pa.Table, Any] | None:
+    """(rows, Spark schema) of a Spark Connect batch that is exactly a local relation built by the client
+    (``createDataFrame`` below pyspark's cache threshold), read from the client's plan: no RPC. Only when the
+    server would take the rows as they are: flat columns whose Arrow types are the ones Spark gives their Spark
+    types (a declared schema the server would still cast to, or nested types, keep the server paths)."""
+    from upsertsink.session import is_connect
+
+    plan = getattr(df, "_plan", None)
+    names = None
+    if type(plan).__name__ == "ToDF":  # createDataFrame names the columns of pandas and Arrow data this way
+        names = list(getattr(plan, "_cols", None) or ())
+        plan = getattr(plan, "_child", None)
+    if type(plan).__name__ != "LocalRelation" or not is_connect(df):
+        return None
+    table = getattr(plan, "_table", None)
+    if not isinstance(table, pa.Table) or any(pa.types.is_nested(t) for t in table.schema.types):
+        return None
+    if len(set(names or table.column_names)) != table.num_columns:
+        return None  # repeated names: Spark's own analysis names the problem
+    if names is not None:
+        if len(names) != table.num_columns or not all(isinstance(n, str) for n in names):
+            return None
+        table = table.rename_columns(names)
+    import json
+
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
+    from pyspark.sql.types import StructField, StructType
+
+    try:
+        derived = from_arrow_schema(table.schema, prefer_timestamp_ntz=True)  # as the server reads Arrow
+        declared = getattr(plan, "_schema", None)
+        schema = derived if declared is None else StructType.fromJson(json.loads(declared))
+        if names is not None and declared is not None:
+            schema = StructType([StructField(n, f.dataType, f.nullable) for n, f in zip(names, schema, strict=True)])
+        if [(f.name, f.dataType) for f in schema] != [(f.name, f.dataType) for f in derived]:
+            return None
+        if any(_plain(to_arrow_type(f.dataType, timezone="UTC")) != _plain(t)
+               for f, t in zip(schema, table.schema.types, strict=True)):
+            return None
+    except Exception:  # noqa: BLE001 - a type pyspark cannot map either way: the server paths decide
+        return None
+    return table, schema
+
+
 def _arrow_type(dtype: Any) -> pa.DataType | None:
     from pyspark.sql.pandas.types import to_arrow_type
 
@@ -134,7 +181,8 @@ class SparkEngine:
         self.spark = df.sparkSession
         self.storage_options = storage_options
         self._scratch = spark_local.ScratchFiles()
-        self._large = _connect_large(df)  # from the client's plan: no RPC
+        self._client = _client_rows(df)  # from the client's plan: no RPC
+        self._large = _connect_large(df)  # kept on the server when the client's rows cannot be used as they are
         self._checkpointed = False
 
     def close(self) -> None:
@@ -153,8 +201,12 @@ class SparkEngine:
             self._checkpointed = True
         return self.df
 
+    def _schema(self) -> Any:
+        """The batch's Spark schema: known on the client for a batch whose rows the client holds."""
+        return self._client[1] if self._client is not None else self._batch().schema
+
     def columns(self) -> list[B.Column]:
-        return [_column(f) for f in self._batch().schema]
+        return [_column(f) for f in self._schema()]
 
     def target_columns(self, request: WriteRequest, snapshot: Snapshot) -> list[B.Column] | None:
         if not snapshot.exists:
@@ -174,12 +226,11 @@ class SparkEngine:
         from upsertsink.sparkapi import F
 
         frame = self.df if source is None else source
-        float_keys = [k for k in request.keys if type(self.df.schema[k].dataType).__name__ in ("FloatType", "DoubleType")]
-        if not casts and not float_keys:
+        if self._canonical_as_is(request, casts):
             return frame, []  # already canonical: no plan to build
         types = {c.name: c.dtype for c in target or ()}
         cols, oks = [], []
-        for c in self.df.schema:
+        for c in self._schema():
             ref = _col(c.name)
             if c.name in casts:
                 ref = ref.try_cast(types[c.name])
@@ -189,6 +240,31 @@ class SparkEngine:
             cols.append(ref.alias(c.name))
         checks = [(_col(src).isNull() | _fits(_col(src), types[src])).alias(name) for name, src in oks]
         return frame.select(*cols, *checks), [src for _, src in oks]
+
+    def _canonical_as_is(self, request: WriteRequest, casts: list[str]) -> bool:
+        """No cast to the table's types and no float key to normalize: the batch's rows are canonical."""
+        schema = self._schema()
+        return not casts and not any(
+            type(schema[k].dataType).__name__ in ("FloatType", "DoubleType") for k in request.keys)
+
+    def _client_batch(self, request: WriteRequest, casts: list[str]) -> tuple[pa.Table, Any] | None:
+        """The rows the client holds (``_client_rows``), canonical and with the delete flag added, with their
+        Spark schema; None when the batch must go through Spark: not a client-built local relation, cast or
+        normalized on the way, or a ``delete_when`` outside the shapes Arrow and Spark SQL evaluate alike."""
+        if self._client is None or not self._canonical_as_is(request, casts):
+            return None
+        table, schema = self._client
+        if request.delete_when is not None:
+            from pyspark.sql.types import BooleanType, StructField, StructType
+
+            from upsertsink.predicate import evaluate_simple
+
+            flag = evaluate_simple(request.delete_when, table)
+            if flag is None:
+                return None
+            table = table.append_column(pa.field(DELETE_FLAG, pa.bool_()), flag)
+            schema = StructType([*schema.fields, StructField(DELETE_FLAG, BooleanType(), False)])
+        return table, schema
 
     def _stats(
         self, df: Any, request: WriteRequest, hashed: list[str], oks: list[str], full: bool, key_rows: bool = False,
@@ -251,12 +327,18 @@ class SparkEngine:
     def null_counts(self, columns: list[str]) -> dict[str, int]:
         from upsertsink.sparkapi import F
 
+        if self._client is not None:
+            return {c: self._client[0][c].null_count for c in columns}
+
         row = self._run(lambda: self.df.select(
             *[F.sum(_col(c).isNull().cast("long")).alias(f"n{i}") for i, c in enumerate(columns)]
         ).first())
         return {c: int(row[f"n{i}"] or 0) for i, c in enumerate(columns)} if row else {}
 
     def fingerprint(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> fp.Fingerprint:
+        client = self._client_batch(request, casts)
+        if client is not None:
+            return fp.fingerprint(client[0], exclude=[DELETE_FLAG])
         self._batch()
         df, oks = self._canonical(request, target, casts)
         small = None if self._keep_on_server() else self._collect_small(df)
@@ -293,6 +375,11 @@ class SparkEngine:
         return df.withColumn(DELETE_FLAG, F.coalesce(F.expr(text).cast("boolean"), F.lit(False)))
 
     def prepare(self, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> PreparedBatch:
+        client = self._client_batch(request, casts)
+        if client is not None:  # prepared here, as the embedded engine does; only the MERGE source is sent
+            table, schema = client
+            prepared = prepare_arrow(table, request, casts)
+            return self._local_source(prepared, prepared.data, schema)
         keep = self._keep_on_server()
         hashed = list(self._batch().columns)
         if keep:
