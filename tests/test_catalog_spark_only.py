@@ -221,3 +221,35 @@ def test_an_external_table_by_name_and_the_cli_in_spark_only_mode(spark, schema,
     noted = spark.createDataFrame([(5, "e", 9, "U", "hi")], f"{SCHEMA}, note string")
     assert sink.write(noted, batch_id=3).inserted == 1  # no new column: `note` is the table's now
     assert spark.table(name).where("id = 5").collect()[0]["note"] == "hi"
+
+
+def test_replay_check_reads_its_inputs_by_name_where_the_files_cannot_be_read(spark, schema, no_files, monkeypatch):
+    """`replay-check --table` reads the job's inputs through Spark on their names (at a version with NAME@N):
+    it needs no access to the tables' files. A version the table does not have is one error naming it."""
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from upsertsink.cli import main
+
+    monkeypatch.chdir(Path(__file__).parent / "jobs")  # replay-check puts the current directory on sys.path
+    orders, people = f"{schema}.orders", f"{schema}.people"
+    spark.createDataFrame([(i, f"c{i % 5}", float(i % 7)) for i in range(60)],
+                          "order_id long, customer string, amount double").write.format("delta").saveAsTable(orders)
+    spark.createDataFrame([(f"c{i}", f"name {i}") for i in range(5)], "customer string, name string").write.format(
+        "delta").saveAsTable(people)
+    spark.createDataFrame([("c9", "late")], "customer string, name string").write.format("delta").mode(
+        "append").saveAsTable(people)
+
+    def cli(*args):
+        return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+    ok = cli("replay-check", "replay_jobs:totals", "--key", "customer", "--table", orders,
+             "--table", f"customers={people}@0", "--format", "json")
+    assert ok.exit_code == 0, ok.output
+    broken = cli("replay-check", "replay_jobs:numbered", "--key", "row_id", "--table", orders)
+    assert broken.exit_code == 1, broken.output
+    missing = cli("replay-check", "replay_jobs:totals", "--key", "customer", "--table", orders,
+                  "--table", f"customers={people}@7")
+    assert missing.exit_code == 2
+    assert f"reading version 7 of table {people} failed" in missing.stderr

@@ -201,18 +201,38 @@ def table_location(spark: Any, name: str, version: int | None = None, reads_file
                 "files can be read"
             )
     if found is None:
-        hint = ""
-        try:
-            in_memory = spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "in-memory"
-        except Exception:  # noqa: BLE001 - only a hint: a session that cannot say has none
-            in_memory = False
-        if in_memory:
-            hint = (
-                f" (this Spark session's catalog is in memory and empty in a new process: point the session "
-                f"at your metastore, see {_METASTORE_DOCS})"
-            )
-        raise InvalidInputError(f"table {name} does not exist in Spark's catalog{hint}")
+        raise _not_in_catalog(spark, name)
     return found if version is None else f"{found}@{version}"
+
+
+def _not_in_catalog(spark: Any, name: str) -> Exception:
+    from upsertsink.errors import InvalidInputError
+
+    hint = ""
+    try:
+        in_memory = spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "in-memory"
+    except Exception:  # noqa: BLE001 - only a hint: a session that cannot say has none
+        in_memory = False
+    if in_memory:
+        hint = (
+            f" (this Spark session's catalog is in memory and empty in a new process: point the session "
+            f"at your metastore, see {_METASTORE_DOCS})"
+        )
+    return InvalidInputError(f"table {name} does not exist in Spark's catalog{hint}")
+
+
+def table_frame(spark: Any, name: str, version: int | None = None) -> Any:
+    """The Delta table ``name`` (at ``version``) as a Spark DataFrame read on its name alone: no access to its
+    files from this process (Spark-only mode works). A table the catalog does not know, or a version it does
+    not have, is an InvalidInputError naming the table."""
+    from upsertsink import catalog
+    from upsertsink.catalog_table import named_errors
+
+    if catalog.location(spark, name) is None:
+        raise _not_in_catalog(spark, name)
+    reader = spark.read if version is None else spark.read.option("versionAsOf", int(version))
+    with named_errors(name, "reading" if version is None else f"reading version {version} of"):
+        return reader.table(name)
 
 
 def locate_table(text: str, feature: str, flag: str = "--table", master: str = "local[*]") -> str:

@@ -224,13 +224,14 @@ def replay_check_command(
         with Progress() as progress:
             progress("starting Spark")
             spark = current_or_new_session("upsertsink-replay-check", master, "upsertsink replay-check")
-            if named_tables:
-                from upsertsink.cli_common import split_table_version, table_location
-
-                progress("finding the tables in Spark's catalog")
-                named.update({name: table_location(spark, *split_table_version(spec), reads_files="replay-check --table")
-                              for name, spec in named_tables.items()})  # fmt: skip
             frames = {name: read_input(spark, path, f"input {name!r}") for name, path in named.items()}
+            if named_tables:
+                from upsertsink.cli_common import split_table_version, table_frame
+
+                # read through Spark on the name alone: the tables' files need not be readable from here
+                progress("finding the tables in Spark's catalog")
+                frames.update({name: table_frame(spark, *split_table_version(spec))
+                               for name, spec in named_tables.items()})  # fmt: skip
             result = replay_check(
                 job, spark, split_columns(keys), kwargs=frames, runs=runs, progress=progress, tolerance=tolerance
             )
