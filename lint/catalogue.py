@@ -82,29 +82,6 @@ for _rule in ALL_RULES:
 MODULE_HOOKS: tuple = tuple(hook for rule in ALL_RULES for hook in rule.module_hooks)
 FIX_HOOKS: dict[str, object] = {rule.code: rule.fix_hook for rule in ALL_RULES if rule.fix_hook is not None}
 
-# The shape of the Spark API the shared flow needs (not sources themselves).
-ORDER_METHODS = frozenset({"orderBy", "sort", "sort_values", "sortWithinPartitions", "nlargest", "nsmallest"})
-# Actions that only look at the data: a row choice feeding one of these never reaches a table.
-LOOK_ONLY_ACTIONS = frozenset(
-    {
-        "show",
-        "collect",
-        "take",
-        "head",
-        "first",
-        "count",
-        "toPandas",
-        "printSchema",
-        "explain",
-        "display",
-        "describe",
-        "summary",
-        "toLocalIterator",
-        "isEmpty",
-        "toJSON",
-    }
-)
-
 # Nondeterministic in SQL whatever their arguments, evaluated per row (the ``delete_when`` question):
 # the value sources of the wall-clock, random, uuid and partition rules. Order-dependent aggregates and
 # window functions are not row predicates; ``unix_timestamp`` is one only without an argument.
