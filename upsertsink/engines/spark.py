@@ -105,12 +105,12 @@ def _client_rows(df: Any) -> tuple[pa.Table, Any] | None:
     table = getattr(plan, "_table", None)
     if not isinstance(table, pa.Table) or any(pa.types.is_nested(t) for t in table.schema.types):
         return None
-    if len(set(names or table.column_names)) != table.num_columns:
-        return None  # repeated names: Spark's own analysis names the problem
     if names is not None:
         if len(names) != table.num_columns or not all(isinstance(n, str) for n in names):
             return None
         table = table.rename_columns(names)
+    if len(set(table.column_names)) != table.num_columns:
+        return None  # repeated names: Spark's own analysis names the problem
     import json
 
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
