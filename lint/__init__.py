@@ -7,20 +7,21 @@ It never imports pyspark or the code it checks; see docs/linter.md. The stable A
 
 from __future__ import annotations
 
-import functools
-
 __all__ = ["__version__", "package_version"]
 
+_VERSION: list[str] = []  # read once (no functools: a run served from its record imports this and little else)
 
-@functools.lru_cache(maxsize=1)
+
 def package_version() -> str:
     """The installed ``upsertsink`` distribution's version (the linter ships with it and has no other)."""
-    from importlib.metadata import PackageNotFoundError, version
+    if not _VERSION:
+        from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("upsertsink")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "0+unknown"
+        try:
+            _VERSION.append(version("upsertsink"))
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            _VERSION.append("0+unknown")
+    return _VERSION[0]
 
 
 def __getattr__(name: str) -> str:

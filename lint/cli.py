@@ -18,12 +18,14 @@ import click
 
 # Start-up counts for small runs: the rules, the analysis, the report formats and the process pool load when
 # a run needs them (tests/lint/test_lint_startup.py), not here.
+from upsertsink.lint import runrecord
 from upsertsink.lint.cache import CACHE_DIR
 from upsertsink.lint.config import ConfigError, Settings, resolve_settings, settings_toml, split_codes
 from upsertsink.lint.discovery import PathError, discover, display_path, is_excluded
 from upsertsink.lint.runner import RunResult, lint_paths
 
 FORMAT_ENV = "UPSERTSINK_OUTPUT_FORMAT"
+_RAW_ARGS = "upsertsink.lint.args"
 FORMATS = ("text", "full", "concise", "json", "sarif", "github", "gitlab", "junit", "pylint")
 EXIT_USAGE = 2
 
@@ -56,8 +58,11 @@ class _LintCommand(click.Command):
     subcommand of a group that formats errors its own way."""
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        raw = list(args)
         try:
-            return super().make_context(info_name, args, parent=parent, **extra)
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
+            ctx.meta[_RAW_ARGS] = raw  # the key of the run's record (runrecord)
+            return ctx
         except click.UsageError as exc:
             ctx = exc.ctx
             path = ctx.command_path if ctx is not None else (info_name or "upsertsink lint")
@@ -68,6 +73,8 @@ class _LintCommand(click.Command):
             return super().invoke(ctx)
         except LintUsageError as exc:
             _fail(exc.format_message(), exc.exit_code)
+        finally:
+            runrecord.stop()
 
 
 @click.command("lint", cls=_LintCommand, context_settings={"help_option_names": ["-h", "--help"]})
@@ -210,6 +217,11 @@ def lint_command(
     if stdin_name is not None and add_noqa:
         raise LintUsageError("--add-noqa cannot be used with standard input ('-'): it edits files")
     targets = [] if stdin_name is not None else (list(paths) or [Path(".")])
+    record = None
+    if not (
+        clean or show_settings or show_files or fix or diff or add_noqa or no_cache
+    ) and _recordable(stdin_name, output_file, fmt):
+        record = runrecord.start(click.get_current_context().meta.get(_RAW_ARGS, []))
     try:
         split_codes(select, "--select")
         split_codes(extend_select, "--extend-select")
@@ -284,8 +296,22 @@ def lint_command(
     if not quiet and fmt in ("text", "full", "concise"):
         _fix_hint(result, can_fix, unsafe_fixes)
     failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
-    if not exit_zero and any(f.severity in failing for f in result.findings):
-        sys.exit(1)
+    code = 1 if not exit_zero and any(f.severity in failing for f in result.findings) else 0
+    if record is not None:
+        record.save(code, str(settings.root))
+    if code:
+        sys.exit(code)
+
+
+def _recordable(stdin_name: Path | None, output_file: Path | None, fmt: str) -> bool:
+    """Does the run leave a record (runrecord)? Only a report of files on stdout, in a format that depends
+    on nothing but the findings."""
+    return (
+        stdin_name is None
+        and output_file is None
+        and fmt not in runrecord.UNRECORDED_FORMATS
+        and not os.environ.get(runrecord.OFF_ENV)
+    )
 
 
 def _stdin_name(paths: tuple[Path, ...], stdin_filename: str | None) -> Path | None:
@@ -381,6 +407,7 @@ class _Output:
 
     def write(self, text: str) -> None:
         if self.path is None:
+            runrecord.emit(1, text)
             sys.stdout.write(text)
         else:
             self.parts.append(text)
@@ -399,6 +426,7 @@ class _Output:
 
 def _note(text: str) -> None:
     if text:
+        runrecord.emit(2, text + "\n")
         click.echo(text, err=True)
 
 
@@ -431,6 +459,7 @@ def _clean(settings: Settings, quiet: bool) -> None:
     folder = settings.root / CACHE_DIR
     removed = 0
     if folder.is_dir():
+        runrecord.remove_records(str(folder))  # the run records go with it (not counted: derived data)
         for p in [*folder.glob("lint-*.json"), *folder.glob("lint.*.tmp")]:
             with contextlib.suppress(OSError):
                 p.unlink()

@@ -7,6 +7,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from upsertsink.lint import runrecord
+
 # pathspec and the rules load when a setting needs them (a glob to match, a code to check): start-up counts.
 
 
@@ -182,6 +184,7 @@ def find_config(start: Path) -> Path | None:
         here = here.parent
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
+        runrecord.note(candidate)
         if candidate.is_file():
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
@@ -222,6 +225,7 @@ def _per_file_ignores(table: dict, path: Path) -> list[tuple[str, list[str]]]:
 
 def load_table(path: Path, explicit: bool) -> dict:
     """Read and validate the lint table of ``path``; an explicit --config file must exist and parse."""
+    runrecord.note(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:

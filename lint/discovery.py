@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from upsertsink.lint import runrecord
 from upsertsink.lint.config import Settings
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ def default_excluded(rel: str, is_dir: bool) -> bool:
 
 def _gitignore_spec(folder: Path) -> pathspec.GitIgnoreSpec | None:
     gi = folder / ".gitignore"
+    runrecord.note(gi)
     if not gi.is_file():
         return None
     import pathspec
@@ -95,6 +97,7 @@ def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Pat
     out: list[tuple[Path, Path]] = []
     seen: set[Path] = set()
     for given in paths:
+        runrecord.note(given)
         if not given.exists():
             raise PathError(f"path does not exist: {given}")
         if given.is_file():
@@ -121,6 +124,7 @@ def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Pat
             and (exclude.match_file(root_rel) or exclude.match_file(root_rel + "/"))
         )
         for dirpath, dirnames, filenames in os.walk(base):
+            runrecord.note(dirpath)  # an entry added, removed or renamed changes its modification time
             d = Path(dirpath)
             real_dir = os.path.realpath(dirpath)
             specs = list(inherited)

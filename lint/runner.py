@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from upsertsink.lint import runrecord
 from upsertsink.lint.cache import Cache, blake2b
 from upsertsink.lint.checker import CheckOptions, Finding
 from upsertsink.lint.config import Settings
@@ -126,6 +127,7 @@ def _lint_paths(
             files.append((stdin[0], stdin_real))
     result = RunResult()
     result.stats.files_checked = len(files)
+    runrecord.note_all(real for _, real in files)
     cache = Cache(settings.root, settings) if use_cache else None
     per_file: dict[str, list[Finding]] = {}
     tree_files: list[RunFile] = []
@@ -238,6 +240,10 @@ def _lint_paths(
             off = settings.ignored_in(f.path)
             if off:
                 per_file[f.shown] = [x for x in res.findings if not any(x.rule.startswith(c) for c in off)]
+    for f in tree_files:
+        runrecord.note(f.real)  # the project modules read for their exports among them
+        if f.result is not None:
+            runrecord.note_all(f.result.deps)  # the .sql files it read
     if cache is not None:
         cache.save()
     findings = [f for fs in per_file.values() for f in fs if settings.enabled(f.rule)]

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from upsertsink.lint import runrecord
 from upsertsink.lint.checker import FileResult
 from upsertsink.lint.config import Settings
 from upsertsink.lint.discovery import default_excluded, rel_path
@@ -187,13 +188,19 @@ class ProjectModules:
                 if rel_path(folder, self.root) is None:
                     break
                 names = self._entries(folder)
-                if parts and not {parts[0], parts[0] + ".py", parts[0] + ".ipynb"} & names:
-                    continue
+                if parts:
+                    heads = (parts[0], parts[0] + ".py", parts[0] + ".ipynb")
+                    runrecord.note_all(folder / h for h in heads)  # the names looked for, not the listing
+                    if not set(heads) & names:
+                        continue
                 p = folder.joinpath(*parts)
                 candidates += [Path(str(p) + ".py"), p / "__init__.py", Path(str(p) + ".ipynb")]
         for cand in candidates:
             rel = rel_path(cand, self.root)
-            if rel is None or default_excluded(rel, False) or not cand.is_file():
+            if rel is None or default_excluded(rel, False):
+                continue
+            runrecord.note(cand)
+            if not cand.is_file():
                 continue
             if cand.suffix in (".py", ".ipynb") and cand.resolve() != importer:
                 return cand.resolve()
