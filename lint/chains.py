@@ -117,6 +117,7 @@ class Uses:
         self.model = model
         self._loads: dict[int, dict[str, list]] = {}
         self._parent: dict[int, ast.AST] | None = None
+        self._scoped: dict[int, dict[int, ast.AST]] = {}  # id(function or class node) -> its parent map
         self._call_scope: dict[int, Scope] | None = None
 
     def discarded(self, anchor: ast.AST | None) -> bool:
@@ -144,6 +145,9 @@ class Uses:
         if self._call_scope is None:
             self._call_scope = {id(call): scope for call, scope in self.model.calls}
             self._call_scope.update((id(sub), scope) for sub, scope in self.model.attr_subscripts)
+        found = self._call_scope.get(id(node))
+        if found is not None:  # an anchor is a call: no parent map needed
+            return found
         parent = self._parents()
         cur: ast.AST | None = node
         while cur is not None:
@@ -157,6 +161,16 @@ class Uses:
         if self._parent is None:
             self._parent = parent_map(self.model.tree)
         return self._parent
+
+    def _parents_in(self, scope: Scope) -> dict[int, ast.AST]:
+        """Parents of the nodes inside ``scope``'s code (the module's map for the module): a verdict walks
+        up from a node of the scope and stops at a statement or at the scope itself, never above it."""
+        if scope.node is None or self._parent is not None:
+            return self._parents()
+        found = self._scoped.get(id(scope.node))
+        if found is None:
+            found = self._scoped[id(scope.node)] = parent_map(scope.node)
+        return found
 
     def _used(self, name: str, scope: Scope, seen: frozenset) -> bool:
         """Is ``name`` (bound in ``scope``) really used: read somewhere other than to be looked at?"""
@@ -183,7 +197,7 @@ class Uses:
     def _verdict(self, node: ast.AST, scope: Scope) -> bool | tuple[str, Scope]:
         """What the code around ``node`` does with its value: True (uses it), False (only looks at it), or
         the name (and scope) it is only handed on to: assigned to, or a local function's parameter."""
-        parent = self._parents()
+        parent = self._parents_in(scope)
         cur, p = node, parent.get(id(node))
         for _ in range(50):
             t = type(p)
@@ -216,7 +230,7 @@ class Uses:
     def _fetched(self, call: ast.Call, scope: Scope) -> bool | tuple[str, Scope]:
         """A look-only action's result (``df.toPandas()``, ``pdf.head(100)``): a name it is assigned to, a store
         it is handed to (``write_deltalake(path, pdf.head(100))``), or else only looked at."""
-        p = self._parents().get(id(call))
+        p = self._parents_in(scope).get(id(call))
         if type(p) is ast.Assign and p.value is call and [type(x) for x in p.targets] == [ast.Name]:
             return p.targets[0].id, scope
         if type(p) is ast.Call and call in p.args:

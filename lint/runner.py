@@ -139,6 +139,7 @@ def _lint_paths(
         from_stdin = stdin is not None and f is stdin[0]
         data: bytes | None = None
         digest = ""
+        size = 0
         try:
             if from_stdin:
                 data = stdin[1]
@@ -147,8 +148,8 @@ def _lint_paths(
                 digest = cache.digest_by_stat(str(real), st) or ""
                 if not digest:
                     data = real.read_bytes()
-            else:
-                data = real.read_bytes()
+            else:  # no cache: no digest to take, the worker that analyzes the file reads it
+                size = os.stat(real).st_size
         except OSError as exc:
             from upsertsink.lint.checker import _parse_error
 
@@ -159,7 +160,7 @@ def _lint_paths(
             digest = blake2b(data, digest_size=20).hexdigest()
             if not from_stdin:
                 cache.note_stat(str(real), st, digest)
-        item = RunFile(f, shown, real, data, digest)
+        item = RunFile(f, shown, real, data, digest, size=size if data is None else len(data))
         tree_files.append(item)
         cached = cache.result(digest, shown) if cache is not None else None
         if cached is not None:
@@ -167,8 +168,8 @@ def _lint_paths(
             result.stats.unread += item.raw is None
             item.result, item.ext = cached
             continue
-        # read now: the entry is gone (or of another shape), the file is analyzed
-        todo_bytes += len(item.data)
+        # the entry is gone (or of another shape): the file is analyzed (read now when the cache is on)
+        todo_bytes += len(item.data) if cache is not None else item.size
         todo.append(item)
         if enough_work(len(todo), todo_bytes):
             pool.start()  # the workers import the analysis while the rest is read (no-op once started)
@@ -188,7 +189,7 @@ def _lint_paths(
             continue
         if any(s in f.data for s in stems) or modules.imports_outside(f.real, f.data):
             redo.append(f)
-    items = [(f.shown, f.data, _options(settings, f), False) for f in redo]
+    items = [(f.shown, f.data, _options(settings, f), False, 0) for f in redo]
     for f, res in zip(redo, pool.run(items, _no_progress, result.stats), strict=True):
         f.result = res
         analyzed.add(id(f))
@@ -208,7 +209,7 @@ def _lint_paths(
             targets = list(unread.values())
             for t in targets:
                 t.summarize = True
-            items = [(t.shown, t.data, _options(settings, t), False) for t in targets]
+            items = [(t.shown, t.data, _options(settings, t), False, 0) for t in targets]
             for t, res in zip(targets, pool.run(items, _no_progress, result.stats), strict=True):
                 t.result, t.ext = res, _NO_EXTERNALS
                 analyzed.add(id(t))
@@ -221,7 +222,7 @@ def _lint_paths(
                 again.append((f, externals))
         if not again:
             break
-        items = [(f.shown, f.data, _options(settings, f, externals), False) for f, externals in again]
+        items = [(f.shown, f.data, _options(settings, f, externals), False, 0) for f, externals in again]
         for (f, externals), res in zip(again, pool.run(items, _no_progress, result.stats), strict=True):
             f.result, f.ext = res, _ext_hash(externals)
             analyzed.add(id(f))
@@ -317,7 +318,8 @@ def _analyze(
     stats: Stats,
     prefilter: bool,
 ) -> set[int]:
-    items = [(f.shown, f.data, _options(settings, f, externals), prefilter) for f in todo]
+    # a file not read yet goes as None: its worker reads it (this process never needs its bytes)
+    items = [(f.shown, f.raw, _options(settings, f, externals), prefilter, f.size) for f in todo]
     outputs = pool.run(items, progress, stats)
     for f, res in zip(todo, outputs, strict=True):
         assert res is not None

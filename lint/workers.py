@@ -24,15 +24,29 @@ PARALLEL_MIN_FILES = 8
 PARALLEL_MIN_BYTES = 256 * 1024
 
 
-def work(item: tuple[str, bytes, CheckOptions, bool]) -> FileResult:
-    path, data, options, prefilter = item
+def work(item: tuple[str, bytes | None, CheckOptions, bool, int]) -> FileResult:
+    """Analyze one item: (path as shown, content or None to read it from ``options.origin``, options,
+    pre-filter, size when not read)."""
+    path, data, options, prefilter, _size = item
     main_guard()
+    if data is None:
+        try:
+            with open(options.origin or path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            from upsertsink.lint.checker import _parse_error
+
+            return FileResult([_parse_error(path, 1, 1, f"cannot read the file: {exc.strerror}")], True)
     try:
         return check_bytes(path, data, [], [], prefilter=prefilter, options=options)
     except Exception as exc:  # noqa: BLE001 - one file must never take the run down
         from upsertsink.lint.checker import _parse_error
 
         return FileResult([_parse_error(path, 1, 1, f"internal error {exc.__class__.__name__}: {exc}")], True)
+
+
+def _size(item: tuple) -> int:
+    return len(item[1]) if item[1] is not None else item[4]
 
 
 def _warm() -> None:
@@ -80,7 +94,7 @@ class Workers:
 
     def run(self, items: list, progress: Callable[[int, int], None], stats: Stats) -> list[FileResult | None]:
         """Analyze items in the workers (started now if there is enough work), else in this process."""
-        if self._pool is None and not enough_work(len(items), sum(len(item[1]) for item in items)):
+        if self._pool is None and not enough_work(len(items), sum(_size(item) for item in items)):
             return _serial(items, progress)
         self.start()
         if self._pool is None:
@@ -88,7 +102,7 @@ class Workers:
         from concurrent.futures.process import BrokenProcessPool
 
         # large files first; chunks as big as keeps every worker busy to the end (a task costs a round trip)
-        order = sorted(range(len(items)), key=lambda i: -len(items[i][1]))
+        order = sorted(range(len(items)), key=lambda i: -_size(items[i]))
         chunk = max(1, len(items) // (self.count * 8))
         outputs: list[FileResult | None] = [None] * len(items)
         try:
