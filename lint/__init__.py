@@ -9,19 +9,13 @@ from __future__ import annotations
 
 __all__ = ["__version__", "package_version"]
 
-_VERSION: list[str] = []  # read once (no functools: a run served from its record imports this and little else)
-
 
 def package_version() -> str:
-    """The installed ``upsertsink`` distribution's version (the linter ships with it and has no other)."""
-    if not _VERSION:
-        from importlib.metadata import PackageNotFoundError, version
+    """The installed ``upsertsink`` distribution's version (the linter ships with it and has no other), read
+    once by the package (importlib.metadata loads only when it is asked for)."""
+    import upsertsink
 
-        try:
-            _VERSION.append(version("upsertsink"))
-        except PackageNotFoundError:  # running from a source tree that was never installed
-            _VERSION.append("0+unknown")
-    return _VERSION[0]
+    return str(upsertsink.__version__)
 
 
 def __getattr__(name: str) -> str:

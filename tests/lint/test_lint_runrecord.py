@@ -121,8 +121,7 @@ def project(tmp_path: Path) -> Path:
         encoding="utf-8",
     )
     (root / "jobs" / "sql_job.py").write_text(
-        "from pathlib import Path\n\n"
-        'spark.sql((Path(__file__).parent / "merge.sql").read_text())\n',
+        'from pathlib import Path\n\nspark.sql((Path(__file__).parent / "merge.sql").read_text())\n',
         encoding="utf-8",
     )
     (root / "jobs" / "merge.sql").write_text("INSERT INTO t SELECT id, v FROM s\n", encoding="utf-8")
@@ -155,7 +154,13 @@ def test_a_warm_run_is_the_recorded_output_without_click_or_the_linter(project: 
 
 @pytest.mark.parametrize(
     "args",
-    [("jobs",), ("jobs", "--format", "json"), ("jobs", "--statistics"), ("-q", "jobs/job.py"), ("jobs", "-e")],
+    [
+        ("jobs",),
+        ("jobs", "--format", "json"),
+        ("jobs", "--statistics"),
+        ("-q", "jobs/job.py"),
+        ("jobs", "-e"),
+    ],
 )
 def test_a_replay_is_byte_for_byte_the_full_run(project: Path, args: tuple[str, ...]) -> None:
     full = launch(project, *args, "--no-cache")
@@ -229,7 +234,9 @@ CHANGES = {
 
 
 @pytest.mark.parametrize("change", list(CHANGES), ids=list(CHANGES))
-def test_a_change_to_anything_the_run_read_is_never_served_from_the_record(project: Path, change: str) -> None:
+def test_a_change_to_anything_the_run_read_is_never_served_from_the_record(
+    project: Path, change: str
+) -> None:
     before = warm(project, "jobs")
     touched = CHANGES[change](project)
     age(*touched)  # the change is old enough to be trusted: only its stat can tell
@@ -405,7 +412,9 @@ def test_random_changes_and_replays_agree_with_a_run_without_any_cache(project: 
             touched = [p]
         elif op == "sql":
             p = jobs / "merge.sql"
-            p.write_text(rng.choice(["INSERT INTO t SELECT uuid() AS id FROM s\n", "INSERT INTO t SELECT 1\n"]))
+            p.write_text(
+                rng.choice(["INSERT INTO t SELECT uuid() AS id FROM s\n", "INSERT INTO t SELECT 1\n"])
+            )
             touched = [p]
         age(*touched)
         expected = launch(project, "jobs", "--no-cache")

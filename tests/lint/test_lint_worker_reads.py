@@ -24,7 +24,9 @@ def _tree(root: Path) -> Path:
     filler = "# " + "x" * 78 + "\n"
     per_file = PARALLEL_MIN_BYTES // PARALLEL_MIN_FILES + 1
     for n in range(PARALLEL_MIN_FILES + 2):  # enough files and bytes for the process pool
-        (jobs / f"job{n}.py").write_text(JOB.format(n=n) + filler * (per_file // len(filler)), encoding="utf-8")
+        (jobs / f"job{n}.py").write_text(
+            JOB.format(n=n) + filler * (per_file // len(filler)), encoding="utf-8"
+        )
     (jobs / "broken.py").write_text("def f(:\n", encoding="utf-8")
     return jobs
 
