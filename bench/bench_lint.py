@@ -193,8 +193,8 @@ def measure(args: argparse.Namespace, info: dict, pyspark: Path, scratch: Path) 
     os.utime(small, (hour_ago, hour_ago))
     config = scratch / "pyproject.toml"  # an explicit, empty config: our cache lives in the scratch folder
     config.write_text("[tool.upsertsink.lint]\n", encoding="utf-8")
-    # a run record is written only when what it read is more than two seconds old (lint/runrecord.py), as a
-    # real warm run finds it: the trees keep their times, the config is dated as the small file is
+    # a run record is written only when nothing it read changed just before the run (lint/runrecord.py), as
+    # a real warm run finds it: the trees keep their times, the config is dated as the small file is
     os.utime(config, (hour_ago, hour_ago))
     trees = {"jobs": jobs, "pyspark": pyspark}
     tree_info = {}

@@ -20,9 +20,11 @@ the content-hash cache (:mod:`.cache`) still serves the unchanged files.
 
 A folder's modification time changes when an entry is added, removed or renamed in it, so a new file under
 a walked folder, a new ``.gitignore`` or a module created where an import was looked up is seen. As in the
-content-hash cache, a record is not written when a path it depends on was modified less than two seconds
-before the run started (or during it): within a file system's timestamp resolution an edit could keep the
-stat. What the content-hash cache does not see, a record does not either (a ``.sql`` file created where the
+content-hash cache, a record is not written when a path it depends on was modified during the run or
+just before it: within one tick of the file system's clock an edit could keep the stat. Just before is 50 ms
+for a path whose modification time has a fraction of a second (Linux's file clock ticks every 1–10 ms), and
+two seconds for one in whole seconds (FAT keeps two-second times, HFS+ and ext3 whole seconds). So a second
+run 50 ms after the first records itself even when the first made the cache folder in a folder it walks. What the content-hash cache does not see, a record does not either (a ``.sql`` file created where the
 code names one that was missing; the code is then analyzed again only when it changes).
 
 Only the standard library's builtin modules are imported here: the replay's cost is the interpreter's own
@@ -40,7 +42,8 @@ CACHE_DIR = ".upsertsink_cache"  # the content-hash cache's folder (cache.CACHE_
 PREFIX = "run-"
 FORMAT = 1  # the shape of a record
 OFF_ENV = "UPSERTSINK_NO_RUN_RECORD"
-_MARGIN_NS = 2_000_000_000  # as the content-hash cache's stat margin
+_FINE_MARGIN_NS = 50_000_000  # a modification time with a fraction of a second: several clock ticks
+_COARSE_MARGIN_NS = 2_000_000_000  # one in whole seconds (and the content-hash cache's stat margin)
 _KEEP = 8  # records per cache folder (the oldest go first)
 UNRECORDED_FORMATS = frozenset({"sarif", "gitlab"})  # they read more than the run's files (.git, CI env)
 
@@ -176,8 +179,7 @@ class Recording:
         margin); False when it was not written."""
         paths = sorted(self.paths | set(_linter_sources()))
         stats = tuple(_stat(p) for p in paths)
-        newest = self.start_ns - _MARGIN_NS
-        if any(s is not None and s[0] > newest for s in stats):
+        if any(s is not None and s[0] > self.start_ns - _margin(s[0]) for s in stats):
             return False
         folder = os.path.join(root, CACHE_DIR)
         name = PREFIX + key(self.argv, self.cwd)
@@ -197,6 +199,11 @@ class Recording:
                 pass
             return False
         return True
+
+
+def _margin(mtime_ns: int) -> int:
+    """How long before the run a path must have last changed for its stat to be trusted."""
+    return _COARSE_MARGIN_NS if mtime_ns % 1_000_000_000 == 0 else _FINE_MARGIN_NS
 
 
 def _prune(folder: str) -> None:

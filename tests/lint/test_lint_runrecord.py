@@ -3,9 +3,9 @@ command, with the same output and exit code as the full run, before click or the
 when anything the run read has changed since.
 
 Every command runs in a fresh interpreter, as the ``upsertsink`` script does (:mod:`upsertsink.launch`).
-A record is not written while a file it depends on is younger than two seconds, so the tests give every
-file they touch a modification time of its own in the past (``age``): a change is then seen by its stat,
-never only by that margin.
+A record is not written while a path it depends on changed during the run or just before it (50 ms, two
+seconds for whole-second times), so the tests give every file they touch a modification time of its own in
+the past (``age``): a change is then seen by its stat, never only by that margin.
 """
 
 from __future__ import annotations
@@ -353,12 +353,43 @@ def test_a_record_names_the_linter_sources_so_a_changed_linter_never_replays(pro
     assert str(project / "jobs" / "job.py") in paths and len(paths) == len(stats)
 
 
-def test_a_file_younger_than_the_margin_leaves_no_record(project: Path) -> None:
-    warm(project, "jobs")
-    runrecord.remove_records(str(project / CACHE_DIR))
-    (project / "jobs" / "job.py").touch()  # modified now
-    launch(project, "jobs")
-    assert records(project) == []
+@pytest.mark.parametrize(
+    ("before_start", "whole_seconds", "recorded"),
+    [
+        (-1.0, False, False),  # modified during the run
+        (0.01, False, False),  # 10 ms before it: within a clock tick or two
+        (0.3, False, True),
+        (1.0, True, False),  # whole-second times (FAT, HFS+, ext3): two seconds
+        (3.0, True, True),
+    ],
+)
+def test_a_path_changed_just_before_the_run_keeps_it_from_being_recorded(
+    tmp_path: Path, before_start: float, whole_seconds: bool, recorded: bool
+) -> None:
+    (tmp_path / CACHE_DIR).mkdir()
+    f = tmp_path / "job.py"
+    f.write_text("x = 1\n", encoding="utf-8")
+    rec = runrecord.Recording(["job.py"])
+    t_ns = rec.start_ns - int(before_start * 1e9)
+    if whole_seconds:
+        t_ns -= t_ns % 1_000_000_000
+    elif t_ns % 1_000_000_000 == 0:
+        t_ns -= 1  # a fraction of a second
+    os.utime(f, ns=(t_ns, t_ns))
+    rec.paths.add(str(f))
+    assert rec.save(0, str(tmp_path)) is recorded
+    assert bool(records(tmp_path)) is recorded
+
+
+def test_runs_back_to_back_record_themselves(project: Path) -> None:
+    """The first run makes the cache folder in the folder it walks; a run started 50 ms after that records
+    (a benchmark's warm runs right after its first run are replayed)."""
+    first = launch(project, ".")
+    for _ in range(3):  # each run starts at least an interpreter's start-up after the one before ends
+        assert launch(project, ".") == first
+    assert records(project)
+    served, out, err = replay(project, ".")
+    assert (served["code"], out, err) == first
 
 
 def test_a_corrupt_record_is_ignored(project: Path) -> None:
