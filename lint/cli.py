@@ -218,9 +218,8 @@ def lint_command(
         raise LintUsageError("--add-noqa cannot be used with standard input ('-'): it edits files")
     targets = [] if stdin_name is not None else (list(paths) or [Path(".")])
     record = None
-    if not (
-        clean or show_settings or show_files or fix or diff or add_noqa or no_cache
-    ) and _recordable(stdin_name, output_file, fmt):
+    if not (fix or diff or add_noqa or no_cache) and _recordable(stdin_name, output_file, fmt):
+        # (--clean, --show-settings and --show-files return before the end, where a record is saved)
         record = runrecord.start(click.get_current_context().meta.get(_RAW_ARGS, []))
     try:
         split_codes(select, "--select")

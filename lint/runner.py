@@ -145,6 +145,7 @@ def _lint_paths(
                 data = stdin[1]
             elif cache is not None:
                 st = os.stat(real)
+                size = st.st_size
                 digest = cache.digest_by_stat(str(real), st) or ""
                 if not digest:
                     data = real.read_bytes()
@@ -168,8 +169,8 @@ def _lint_paths(
             result.stats.unread += item.raw is None
             item.result, item.ext = cached
             continue
-        # the entry is gone (or of another shape): the file is analyzed (read now when the cache is on)
-        todo_bytes += len(item.data) if cache is not None else item.size
+        # the entry is gone (or of another shape): the file is analyzed (by a worker that reads it if not read)
+        todo_bytes += item.size
         todo.append(item)
         if enough_work(len(todo), todo_bytes):
             pool.start()  # the workers import the analysis while the rest is read (no-op once started)

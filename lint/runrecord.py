@@ -151,17 +151,7 @@ def replay(argv: list[str]) -> int | None:
 
 
 def _unchanged(paths: tuple[str, ...], stats: tuple[tuple[int, int, int] | None, ...]) -> bool:
-    stat = os.stat
-    for path, want in zip(paths, stats, strict=True):
-        try:
-            st = stat(path)
-        except (OSError, ValueError):
-            if want is not None:
-                return False
-            continue
-        if want is None or (st.st_mtime_ns, st.st_size, st.st_ino) != want:
-            return False
-    return True
+    return all(_stat(path) == want for path, want in zip(paths, stats, strict=True))
 
 
 class Recording:
@@ -193,10 +183,7 @@ class Recording:
             os.replace(tmp, os.path.join(folder, name))
             _prune(folder)
         except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            _unlink(tmp)
             return False
         return True
 
@@ -206,19 +193,28 @@ def _margin(mtime_ns: int) -> int:
     return _COARSE_MARGIN_NS if mtime_ns % 1_000_000_000 == 0 else _FINE_MARGIN_NS
 
 
+def _records(folder: str) -> list[str]:
+    """The run records in a cache folder (with any temporary file a writer left), oldest first."""
+    try:
+        found = [
+            (os.stat(e.path).st_mtime_ns, e.path) for e in os.scandir(folder) if e.name.startswith(PREFIX)
+        ]
+    except OSError:  # the folder, or a record another process just replaced
+        return []
+    return [path for _, path in sorted(found)]
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:  # gone already (another writer pruned it) or not ours to delete: nothing to clean up
+        return
+
+
 def _prune(folder: str) -> None:
-    records = []
-    for entry in os.scandir(folder):
-        if entry.name.startswith(PREFIX) and not entry.name.endswith(".tmp"):
-            try:
-                records.append((entry.stat().st_mtime_ns, entry.path))
-            except OSError:
-                continue
-    for _, path in sorted(records)[: max(0, len(records) - _KEEP)]:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+    records = [p for p in _records(folder) if not p.endswith(".tmp")]
+    for path in records[: max(0, len(records) - _KEEP)]:
+        _unlink(path)
 
 
 def _linter_sources() -> list[str]:
@@ -250,18 +246,7 @@ def stop() -> None:
     _active = None
 
 
-def remove_records(folder: str) -> int:
-    """Delete the run records in a cache folder (``--clean``); how many were removed."""
-    removed = 0
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return 0
-    for entry in entries:
-        if entry.name.startswith(PREFIX):
-            try:
-                os.unlink(entry.path)
-                removed += 1
-            except OSError:
-                continue
-    return removed
+def remove_records(folder: str) -> None:
+    """Delete the run records in a cache folder (``--clean``)."""
+    for path in _records(folder):
+        _unlink(path)

@@ -31,7 +31,7 @@ class RunFile:
     ext: str = ""
     summarize: bool = False  # other files use it: compute its summary whenever it is analyzed
     reported: bool = True  # False: a project module read only for what it exports to the files linted
-    size: int = 0  # its size in bytes, when it was not read (a run without the cache: a worker reads it)
+    size: int = 0  # its size in bytes (a file not read yet is read by the worker that analyzes it)
 
     @property
     def data(self) -> bytes:

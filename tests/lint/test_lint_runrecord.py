@@ -57,10 +57,11 @@ def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("UPSERTSINK_")}
 
 
-def launch(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """``upsertsink lint ARGS`` as the script runs it: (exit code, stdout, stderr)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", LAUNCH, "lint", *args],
+def _python(
+    cwd: Path, code: str, args: list[str], extra_env: dict[str, str] | None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -68,6 +69,11 @@ def launch(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> tu
         env={**env(), **(extra_env or {})},
         timeout=300,
     )
+
+
+def launch(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``upsertsink lint ARGS`` as the script runs it: (exit code, stdout, stderr)."""
+    proc = _python(cwd, LAUNCH, ["lint", *args], extra_env)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -76,15 +82,7 @@ def replay(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> tu
     fd, name = tempfile.mkstemp(suffix=".json")  # outside the project: nothing there changes
     os.close(fd)
     report = Path(name)
-    proc = subprocess.run(
-        [sys.executable, "-c", REPLAY, str(report), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**env(), **(extra_env or {})},
-        timeout=120,
-    )
+    proc = _python(cwd, REPLAY, [str(report), *args], extra_env)
     assert report.stat().st_size, proc.stderr
     data = json.loads(report.read_text(encoding="utf-8"))
     report.unlink()
