@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+from collections.abc import Sequence
 
 from upsertsink.lint.catalogue import (
     MODULE_HOOKS,
@@ -49,7 +50,7 @@ class ModuleAnalysis:
     def __init__(
         self,
         tree: ast.Module,
-        lines: list[str],
+        lines: Sequence[str],
         keys: list[str],
         sequence: list[str],
         key_patterns: list[str] | tuple[str, ...] = (),

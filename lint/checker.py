@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, overload
 
 from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
 
@@ -134,6 +135,36 @@ def decode(data: bytes) -> str:
     return text
 
 
+class SourceLines(Sequence[str]):
+    """A file's lines with their ends, split on first use: nine files in ten never need them (a string
+    literal's exact source, a finding's code or its noqa comment asks for them), and splitting pyspark's
+    10 MB costs 20 ms."""
+
+    __slots__ = ("_lines", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._lines: list[str] | None = None
+
+    def _split(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self._text.splitlines(keepends=True) or [""]
+        return self._lines
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        return self._split()[i]
+
+    def __len__(self) -> int:
+        return len(self._split())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._split())
+
+
 def check_bytes(
     path: str,
     data: bytes,
@@ -179,7 +210,7 @@ def check_bytes(
         if not analyze:
             # no trigger word: no finding is possible; the C parser only confirms the syntax (ND000)
             return FileResult([], False)
-        lines = text.splitlines(keepends=True) or [""]
+        lines = SourceLines(text)
     except SyntaxError as exc:
         return FileResult([_parse_error(path, exc.lineno or 1, exc.offset or 1, exc.msg, conv)], True)
     except NotebookError as exc:
@@ -280,7 +311,7 @@ def _located(f: Finding, conv: Converted | None) -> Finding:
     )
 
 
-def _suppressed(lines: list[str], src: Src, text: str | None = None, state: dict | None = None) -> bool:
+def _suppressed(lines: Sequence[str], src: Src, text: str | None = None, state: dict | None = None) -> bool:
     """Is the finding silenced by a ``# noqa`` on its line, on the end line of the SQL string it is in, or
     on the line its own line continues to (the end of a multi-line string or of a backslash continuation,
     see :func:`noqa_line_map`; computed only when a later line holds a directive that could apply)?"""

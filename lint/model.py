@@ -29,6 +29,8 @@ from upsertsink.lint.facts import Span, Src
 from upsertsink.lint.scopes import SPECIAL, Scope, push_children
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from upsertsink.lint.rules.base import FixSpec
 
 
@@ -38,7 +40,7 @@ class SemanticModel:
     def __init__(
         self,
         tree: ast.Module,
-        lines: list[str],
+        lines: Sequence[str],
         externals: dict[str, dict] | None = None,
         runs: list[str] | tuple[str, ...] = (),
         notebook: bool = False,

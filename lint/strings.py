@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 Pos = tuple[int, int]
@@ -221,7 +222,7 @@ def _decode_body(body: str, start: Pos, raw: bool, fstring: bool, holes: list[as
         advance(1)
 
 
-def literal_text(node: ast.Constant | ast.JoinedStr, lines: list[str]) -> PosText | None:
+def literal_text(node: ast.Constant | ast.JoinedStr, lines: Sequence[str]) -> PosText | None:
     """The positioned text of a string literal node, read from the source ``lines`` (1-based columns)."""
     if node.end_lineno is None or node.end_col_offset is None:
         return None
