@@ -4,13 +4,19 @@
 command ran before from the same folder and nothing it read has changed, its output is written again and the
 command exits, before click or the linter load. Everything else is the click command line
 (:mod:`upsertsink.cli`).
+
+A lint run that has finished (its output written, its workers joined, its cache and record saved) ends the
+process at once, without the interpreter's teardown of every module and object it loaded: that teardown
+cost about 20 ms of a large run and does nothing a lint run needs (mypy ends the same way). Other commands
+(Spark sessions, Delta writers) exit normally.
 """
 
 import sys
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["lint"]:
+    lint = sys.argv[1:2] == ["lint"]
+    if lint:
         from upsertsink.lint.runrecord import replay
 
         code = replay(sys.argv[2:])
@@ -18,4 +24,22 @@ def main() -> None:
             raise SystemExit(code)
     from upsertsink.cli import main as cli
 
-    cli()
+    try:
+        cli()
+    except SystemExit as done:
+        if lint and (done.code is None or isinstance(done.code, int)):
+            _hard_exit(done.code or 0)
+        raise
+
+
+def _hard_exit(code: int) -> None:
+    """Flush the output streams and end the process without the interpreter's teardown; when a flush fails
+    (a closed pipe), return and let the normal exit report it."""
+    import os
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)
