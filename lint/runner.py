@@ -41,6 +41,7 @@ class Stats:
     cache_hits: int = 0
     prefiltered: int = 0
     workers: int = 1
+    sql_group: int = 0  # files analyzed together by one worker because they hold SQL text (lint/workers.py)
     modules_read: int = 0  # project modules outside the linted files, read for the values they export
     unread: int = 0  # cache hits known by their stat (modification time and size): not even read
 

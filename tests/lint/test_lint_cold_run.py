@@ -1,6 +1,8 @@
 """A cold run of a large tree (issue #24, item 5: cold at most 10x ruff on pyspark's sources), observed as
 behaviour, never as timings:
 
+- the files that hold SQL text go to one worker as one task, so that only that worker loads sqlglot; the
+  findings are those of a run in one process;
 - a lint run ends without the interpreter's teardown, its output whole and its exit code kept;
 - a file's lines are split only when something asks for them.
 """
@@ -16,10 +18,125 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from upsertsink.lint.checker import SourceLines
+from upsertsink.lint import sql as sqlmod
+from upsertsink.lint.checker import CheckOptions, SourceLines
 from upsertsink.lint.cli import lint_command
+from upsertsink.lint.config import Settings
+from upsertsink.lint.runner import lint_paths
+from upsertsink.lint.workers import PARALLEL_MIN_BYTES, _plan
 
+PLAIN = (
+    "import uuid\n"
+    "from pyspark.sql import functions as F\n\n"
+    "df2 = df.withColumn('id', F.lit(str(uuid.uuid4())))\n"
+    "df2.write.format('delta').mode('append').save('/lake/p{n}')\n"
+)
+WITH_SQL = (
+    "out = spark.sql('SELECT uuid() AS id, v FROM src_{n}')\n"
+    "out.write.format('delta').mode('append').save('/lake/s{n}')\n"
+)
+FILLER = "# " + "x" * 78 + "\n"
 LAUNCH = "import sys; sys.argv = ['upsertsink', *sys.argv[1:]]; from upsertsink.launch import main; main()"
+
+
+def _settings(root: Path) -> Settings:
+    s = Settings()
+    s.root = root
+    return s
+
+
+def _tree(root: Path, plain: int, with_sql: int, filler: int) -> Path:
+    jobs = root / "jobs"
+    jobs.mkdir()
+    for n in range(plain):
+        (jobs / f"plain{n}.py").write_text(PLAIN.format(n=n) + FILLER * filler, encoding="utf-8")
+    for n in range(with_sql):
+        (jobs / f"sql{n}.py").write_text(WITH_SQL.format(n=n), encoding="utf-8")
+    return jobs
+
+
+def _item(name: str, text: str | None, size: int = 0) -> tuple:
+    data = text.encode() if text is not None else None
+    return (name, data, CheckOptions(origin=f"/nonexistent/{name}"), True, size)
+
+
+# ------------------------------------------------------------------------------- the plan of the tasks
+
+
+def test_the_largest_plain_files_go_first_then_the_sql_files_as_one_task() -> None:
+    items = [
+        _item("big.py", "x = 1\n" * 400),
+        _item("sql_a.py", "spark.sql('SELECT 1')\n" * 20),
+        _item("mid.py", "x = 1\n" * 300),
+        _item("sql_b.py", "df.selectExpr('a')\n"),
+        _item("small.py", "x = 1\n" * 100),
+        _item("tiny.py", "x = 1\n"),
+    ]
+    order = sorted(range(len(items)), key=lambda i: -len(items[i][1]))
+    tasks: list[list[str]] = []
+    rest, grouped = _plan(items, order, 2, lambda task: tasks.append([items[i][0] for i in task]))
+    # one plain file per worker at once, then every file with SQL in one task, largest first
+    assert tasks == [["big.py"], ["mid.py"], ["sql_a.py", "sql_b.py"]]
+    assert [items[i][0] for i in rest] == ["small.py", "tiny.py"]
+    assert grouped == 2
+
+
+def test_sql_files_beyond_one_workers_share_are_not_grouped() -> None:
+    items = [
+        _item("sql_a.py", "spark.sql('SELECT 1')\n" * 200),
+        _item("sql_b.py", "dt.merge(src, 't.id = s.id')\n" * 100),
+        _item("plain_a.py", "x = 1\n" * 50),
+        _item("plain_b.py", "x = 1\n" * 40),
+        _item("plain_c.py", "x = 1\n" * 30),
+    ]
+    order = sorted(range(len(items)), key=lambda i: -len(items[i][1]))
+    tasks: list[list[str]] = []
+    rest, grouped = _plan(items, order, 2, lambda task: tasks.append([items[i][0] for i in task]))
+    assert grouped == 0
+    assert tasks == [["plain_a.py"], ["plain_b.py"]]
+    # the rest, SQL or not, in the usual order: largest first
+    assert [items[i][0] for i in rest] == ["sql_a.py", "sql_b.py", "plain_c.py"]
+
+
+def test_a_file_that_cannot_be_read_for_the_plan_is_left_to_its_worker(tmp_path: Path) -> None:
+    items = [_item("a.py", "x = 1\n" * 10), _item("b.py", "x = 1\n" * 5), _item("gone.py", None, size=3)]
+    tasks: list[list[str]] = []
+    rest, grouped = _plan(items, [0, 1, 2], 2, lambda task: tasks.append([items[i][0] for i in task]))
+    assert (tasks, [items[i][0] for i in rest], grouped) == ([["a.py"], ["b.py"]], ["gone.py"], 0)
+
+
+# ------------------------------------------------------------------------------- a run with workers
+
+
+def test_sql_text_is_analyzed_by_one_worker_and_the_findings_are_a_serial_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    per_file = PARALLEL_MIN_BYTES // 10 // len(FILLER) + 1
+    jobs = _tree(tmp_path, plain=12, with_sql=4, filler=per_file)
+    serial = lint_paths([jobs], _settings(tmp_path), use_cache=False, jobs=1)
+
+    # the workers are forked from this process: they inherit this wrapper, which notes who analyzed SQL
+    marks = tmp_path / "sql_pids"
+    original = sqlmod.analyze_statements
+
+    def noting(text: str) -> sqlmod.SqlResult:
+        with open(marks, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return original(text)
+
+    monkeypatch.setattr(sqlmod, "analyze_statements", noting)
+    parallel = lint_paths([jobs], _settings(tmp_path), use_cache=False, jobs=2)
+
+    assert parallel.stats.workers == 2 and parallel.stats.sql_group == 4
+    analyzers = set(marks.read_text(encoding="utf-8").split())
+    assert len(analyzers) == 1 and analyzers != {str(os.getpid())}
+
+    def rows(result):
+        return sorted((f.path, f.line, f.column, f.rule, f.message) for f in result.findings)
+
+    assert rows(parallel) == rows(serial)
+    assert {f.rule for f in parallel.findings} >= {"ND003"}
+    assert {Path(f.path).name for f in parallel.findings} >= {"sql0.py", "plain0.py"}
 
 
 # ------------------------------------------------------------------------------- the end of a lint run
