@@ -10,7 +10,6 @@ them).
 from __future__ import annotations
 
 import ast
-import hashlib
 import re
 
 from upsertsink.lint import chains
@@ -284,7 +283,10 @@ class Values:
             return None
         text = data.decode("utf-8", "replace")
         label = shown(found, self.root)
-        self.deps[str(found)] = hashlib.blake2b(data, digest_size=16).hexdigest()
+        # imported here: loading OpenSSL costs every worker 3 ms, and few files read SQL files
+        from hashlib import blake2b
+
+        self.deps[str(found)] = blake2b(data, digest_size=16).hexdigest()
         origins: list[str | None] = []
         for number, line in enumerate(text.splitlines(keepends=True), 1):
             origins.extend([f"`{label}` (line {number})"] * len(line))
