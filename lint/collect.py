@@ -49,6 +49,10 @@ class Collector:
     def __init__(self, model: SemanticModel, values: Values) -> None:
         self.model = model
         self.values = values
+        # the names an import binds to UpsertSink under another name (only they need a qualified lookup)
+        self._sink_aliases = frozenset(
+            name for s in model.scopes for name, full in s.imports.items() if full.endswith(".UpsertSink")
+        )
         self.writes: list[Write] = []
         self.rows: list[RowEffect] = []
         self.declared: list[KeyDecl] = []
@@ -163,7 +167,10 @@ class Collector:
             _pipeline_flow(self, call, scope, PIPELINE_CDC_FLOWS[called])  # dlt.apply_changes(...)
             return
         if type(func) is ast.Name:
-            if func.id == "UpsertSink" or (self.model.qualname(func, scope) or "").endswith(".UpsertSink"):
+            if func.id == "UpsertSink" or (
+                func.id in self._sink_aliases
+                and (self.model.qualname(func, scope) or "").endswith(".UpsertSink")
+            ):
                 self.sink_calls.append((call, scope))
                 self.writes_data = True
                 return
