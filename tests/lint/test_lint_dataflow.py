@@ -508,3 +508,24 @@ def test_string_methods_carry_values() -> None:
     """
     got = [(rule, line, name) for rule, line, _, _, name in summary(lint_code(code))]
     assert got == [("ND003", 4, "a"), ("ND003", 5, "b"), ("ND003", 6, "c")]
+
+
+def test_upsertsink_imported_under_another_name_is_still_the_sink() -> None:
+    module_alias = """
+    from pyspark.sql import functions as F
+    from upsertsink import UpsertSink as Sink
+    df2 = df.withColumn("ref", F.monotonically_increasing_id())
+    Sink("/t", ["ref"]).write(df2)
+    """
+    function_alias = """
+    from pyspark.sql import functions as F
+    def load(df):
+        from upsertsink import UpsertSink as Sink
+        df2 = df.withColumn("ref", F.monotonically_increasing_id())
+        Sink("/t", ["ref"]).write(df2)
+    """
+    for code in (module_alias, function_alias):
+        findings = lint_code(code)
+        assert [(f.rule, f.target, f.column_name, f.severity) for f in findings] == [
+            ("ND004", "key", "ref", "error")
+        ]
