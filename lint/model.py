@@ -26,7 +26,7 @@ from upsertsink.lint.api import (
     pipeline_name,
 )
 from upsertsink.lint.facts import Span, Src
-from upsertsink.lint.scopes import SPECIAL, Scope, push_children
+from upsertsink.lint.scopes import LEAVES, SPECIAL, Scope, push_children
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -92,9 +92,17 @@ class SemanticModel:
         visit = self._visit
         special = SPECIAL
         push = push_children
+        attribute = ast.Attribute
+        leaves = LEAVES
         while stack:
             node, scope = stack.pop()
-            if node.__class__ in special:
+            cls = node.__class__
+            while cls is attribute:  # a fifth of all nodes: its one child is followed without the stack
+                node = node.value
+                cls = node.__class__
+            if cls in leaves:
+                continue
+            if cls in special:
                 visit(node, scope, stack)
             else:
                 push(node, scope, stack)

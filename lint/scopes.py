@@ -31,7 +31,7 @@ SPECIAL = frozenset(
     }
 )
 # Nodes that can hold nothing collect() needs: names, constants, contexts and operators.
-_LEAVES = frozenset(
+LEAVES = frozenset(
     {ast.Constant, ast.Name, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue}
     | {
         c
@@ -68,7 +68,7 @@ def _child_fields(t: type) -> tuple[str, ...]:
     return fields
 
 
-def push_children(node: ast.AST, tag: object, stack: list, skip: frozenset = _LEAVES) -> None:
+def push_children(node: ast.AST, tag: object, stack: list, skip: frozenset = LEAVES) -> None:
     """Queue ``(child, tag)`` for the child nodes of ``node``, leaving out the node kinds in ``skip`` (by
     default the leaves the model's pass never needs: names, constants, contexts, operators). The one walker
     of the linter: the model's pass tags children with their scope, :func:`parent_map` with their parent."""
