@@ -180,7 +180,8 @@ class Collector:
             if fact is not None and chains.pandas_name(self.model, func, scope):
                 EXTRACTORS[fact](self, call, scope)  # from pandas import DataFrame; DataFrame(records)
                 return
-            if self.model.lookup(func.id, scope) is None or self.model.is_import(func.id, scope):
+            bound = self.model.lookup(func.id, scope)  # not bound here, or bound by an import only
+            if bound is None or (func.id in bound.imports and func.id not in bound.assigns):
                 ext = self.model.resolve_external(func, scope)
                 if ext is not None and ext[1] == "func":
                     self._external_call(call, scope, ext)
