@@ -63,26 +63,26 @@ def _plan(
 
     Importing sqlglot costs a process about 70 ms, a tenth of a worker's share of pyspark's tree. So the
     files that hold SQL text go to one worker, as one task, when they are at most one worker's share of the
-    bytes: the other workers never load it. Meanwhile the largest file without SQL goes at once to each
-    worker, so that no worker waits for this reading. The hint decides only where a file is analyzed, never
-    how."""
+    bytes: the other workers never load it (once they are more, the files left are not read for it). Meanwhile
+    the largest file without SQL goes at once to each worker, so that no worker waits for this reading. The
+    hint decides only where a file is analyzed, never how."""
+    share = sum(_size(items[i]) for i in order) // workers  # sizes from the listing: known before reading
     group: list[int] = []
     plain: list[int] = []
-    total = grouped = started = 0
+    grouped = started = 0
     for i in order:
-        data = _content(items[i])
-        size = _size(items[i]) if data is None else len(data)
-        total += size
-        if data is not None and any(h in data for h in _SQL_HINTS):
-            group.append(i)
-            grouped += size
-            continue
+        if grouped <= share:  # past one worker's share nothing is grouped: the rest is not read for it
+            data = _content(items[i])
+            if data is not None and any(h in data for h in _SQL_HINTS):
+                group.append(i)
+                grouped += len(data)
+                continue
         if started < workers:  # the largest file without SQL, alone: its worker starts at once
             submit([i])
             started += 1
         else:
             plain.append(i)
-    if group and grouped * workers <= total:
+    if group and grouped <= share:
         submit(group)
         return plain, len(group)
     return sorted(group + plain, key=lambda i: -_size(items[i])), 0

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from upsertsink.lint import sql as sqlmod
+from upsertsink.lint import workers
 from upsertsink.lint.checker import CheckOptions, SourceLines
 from upsertsink.lint.cli import lint_command
 from upsertsink.lint.config import Settings
@@ -81,7 +82,9 @@ def test_the_largest_plain_files_go_first_then_the_sql_files_as_one_task() -> No
     assert grouped == 2
 
 
-def test_sql_files_beyond_one_workers_share_are_not_grouped() -> None:
+def test_sql_files_beyond_one_workers_share_are_not_grouped_nor_read_further(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     items = [
         _item("sql_a.py", "spark.sql('SELECT 1')\n" * 200),
         _item("sql_b.py", "dt.merge(src, 't.id = s.id')\n" * 100),
@@ -89,13 +92,17 @@ def test_sql_files_beyond_one_workers_share_are_not_grouped() -> None:
         _item("plain_b.py", "x = 1\n" * 40),
         _item("plain_c.py", "x = 1\n" * 30),
     ]
+    read: list[str] = []
+    content = workers._content
+    monkeypatch.setattr(workers, "_content", lambda item: read.append(item[0]) or content(item))
     order = sorted(range(len(items)), key=lambda i: -len(items[i][1]))
     tasks: list[list[str]] = []
     rest, grouped = _plan(items, order, 2, lambda task: tasks.append([items[i][0] for i in task]))
-    assert grouped == 0
-    assert tasks == [["plain_a.py"], ["plain_b.py"]]
-    # the rest, SQL or not, in the usual order: largest first
-    assert [items[i][0] for i in rest] == ["sql_a.py", "sql_b.py", "plain_c.py"]
+    # sql_a alone is more than half of the bytes: no group, and no other file is read for one
+    assert (grouped, read) == (0, ["sql_a.py"])
+    assert tasks == [["sql_b.py"], ["plain_a.py"]]
+    # the rest in the usual order: largest first
+    assert [items[i][0] for i in rest] == ["sql_a.py", "plain_b.py", "plain_c.py"]
 
 
 def test_a_file_that_cannot_be_read_for_the_plan_is_left_to_its_worker(tmp_path: Path) -> None:
