@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from upsertsink.lint.checker import FileResult, Finding
+from upsertsink.lint.checker import ABSENT, FileResult, Finding
 from upsertsink.lint.config import Settings
 
 try:  # hashlib's OpenSSL half costs a few milliseconds to load and BLAKE2 does not need it
@@ -114,6 +114,10 @@ class Cache:
             findings = [Finding.from_cache(path, row) for row in entry["findings"]]
             deps = dict(entry["deps"])
             for dep, dep_digest in deps.items():
+                if dep_digest == ABSENT:  # a place where no .sql file was: one there now is read
+                    if os.path.isfile(dep):
+                        return None
+                    continue
                 try:
                     data = Path(dep).read_bytes()
                 except OSError:

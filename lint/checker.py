@@ -122,7 +122,12 @@ class FileResult:
     parsed: bool
     summary: dict | None = None
     imports: list[str] = field(default_factory=list)
-    deps: dict[str, str] = field(default_factory=dict)
+    deps: dict[str, str] = field(default_factory=dict)  # .sql files read -> content digest (or ABSENT)
+
+
+# The digest of a place a .sql file was looked for and not found (FileResult.deps): one appearing there later
+# changes what the code reads.
+ABSENT = ""
 
 
 def decode(data: bytes) -> str:

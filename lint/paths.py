@@ -57,9 +57,10 @@ def path_value(values: Values, node: ast.AST, scope: Scope, depth: int = 0) -> s
     return None
 
 
-def find_sql_file(raw: str, origin: str | None, root: str | None) -> Path | None:
-    """A .sql file named relative to the linted file, one of its parent folders, or the project root;
-    only files inside the project root are read."""
+def find_sql_file(raw: str, origin: str | None, root: str | None) -> tuple[Path | None, list[Path]]:
+    """A .sql file named relative to the linted file, one of its parent folders, or the project root (only
+    files inside the project root are read), and the places looked at before it where no such file is: the
+    answer depends on their staying empty."""
     path = Path(raw)
     candidates: list[Path] = []
     if path.is_absolute():
@@ -71,6 +72,7 @@ def find_sql_file(raw: str, origin: str | None, root: str | None) -> Path | None
         if root:
             candidates.append(Path(root) / path)
     top = Path(root).resolve() if root else None
+    empty: list[Path] = []
     for c in candidates:
         try:
             resolved = c.resolve()
@@ -79,8 +81,9 @@ def find_sql_file(raw: str, origin: str | None, root: str | None) -> Path | None
         if top is not None and top != resolved and top not in resolved.parents:
             continue
         if resolved.is_file():
-            return resolved
-    return None
+            return resolved, empty
+        empty.append(resolved)
+    return None, empty
 
 
 def shown(path: Path, root: str | None) -> str:

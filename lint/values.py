@@ -14,6 +14,7 @@ import re
 
 from upsertsink.lint import chains
 from upsertsink.lint.api import COLUMN_KEEPING, NAME_ARG_FUNCTIONS, ORDER_WRAPPERS, PASS_THROUGH
+from upsertsink.lint.checker import ABSENT
 from upsertsink.lint.facts import norm
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.paths import find_sql_file, path_value, shown
@@ -31,7 +32,7 @@ class Values:
         self.model = model
         self.origin = origin  # the linted file (``__file__``, and where relative .sql paths start)
         self.root = root  # the project root: only .sql files inside it are read
-        self.deps: dict[str, str] = {}  # files read for SQL text -> content digest
+        self.deps: dict[str, str] = {}  # files read for SQL text -> content digest (ABSENT: looked, none)
         self._memo: dict[int, PosText | None] = {}
         self._holes = 0
 
@@ -274,7 +275,9 @@ class Values:
         raw = path_value(self, path_node, scope)
         if raw is None or not raw.lower().endswith(".sql"):
             return None
-        found = find_sql_file(raw, self.origin, self.root)
+        found, empty = find_sql_file(raw, self.origin, self.root)
+        for place in empty:  # a file created there later changes what the code reads
+            self.deps.setdefault(str(place), ABSENT)
         if found is None:
             return None
         try:

@@ -174,3 +174,27 @@ def test_sql_files_outside_the_project_are_not_read(tmp_path: Path, monkeypatch)
     (project / "job.py").write_text(f"spark.sql(open({str(outside)!r}).read()).write.saveAsTable('t')\n")
     monkeypatch.chdir(project)
     assert lint_paths([project], settings_for(project), use_cache=False).findings == []
+
+
+def test_a_sql_file_created_where_the_job_looks_is_seen_by_the_cache(tmp_path: Path, monkeypatch) -> None:
+    # the job names a .sql file that is not there yet: nothing to say about it, but the result depends on
+    # its absence, and the next run after it appears (the job unchanged) must read it
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "job.py").write_text("spark.sql(open('sql/merge.sql').read())\n")
+    monkeypatch.chdir(tmp_path)
+    s = settings_for(tmp_path)
+    assert lint_paths([tmp_path], s).findings == []
+    assert lint_paths([tmp_path], s).stats.cache_hits == 1
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "merge.sql").write_text(
+        "MERGE INTO dw.orders t USING staged s ON t.order_id = s.order_id\n"
+        "WHEN MATCHED THEN UPDATE SET t.touched_at = current_timestamp()\n"
+    )
+    seen = lint_paths([tmp_path], s)
+    assert seen.stats.cache_hits == 0
+    assert [(f.rule, f.column_name) for f in seen.findings] == [("ND001", "touched_at")]
+    # a nearer file of the same name (the job's own folder is looked in first) takes over in its turn
+    (tmp_path / "jobs" / "sql").mkdir()
+    (tmp_path / "jobs" / "sql" / "merge.sql").write_text("MERGE INTO dw.orders t USING s ON t.id = s.id\n")
+    nearer = lint_paths([tmp_path], s)
+    assert nearer.stats.cache_hits == 0 and nearer.findings == []

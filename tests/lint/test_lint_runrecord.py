@@ -106,7 +106,8 @@ def warm(root: Path, *args: str, cwd: Path | None = None) -> tuple[int, str, str
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """jobs/ (linted) imports lib/ (read for its exports) and reads jobs/merge.sql."""
+    """jobs/ (linted) imports lib/ (read for its exports), reads jobs/merge.sql and names queries/daily.sql,
+    which is not there."""
     root = tmp_path / "proj"
     (root / "jobs").mkdir(parents=True)
     (root / "lib").mkdir()
@@ -119,7 +120,8 @@ def project(tmp_path: Path) -> Path:
         encoding="utf-8",
     )
     (root / "jobs" / "sql_job.py").write_text(
-        'from pathlib import Path\n\nspark.sql((Path(__file__).parent / "merge.sql").read_text())\n',
+        'from pathlib import Path\n\nspark.sql((Path(__file__).parent / "merge.sql").read_text())\n'
+        'spark.sql(open("queries/daily.sql").read())\n',  # not there (yet)
         encoding="utf-8",
     )
     (root / "jobs" / "merge.sql").write_text("INSERT INTO t SELECT id, v FROM s\n", encoding="utf-8")
@@ -220,6 +222,14 @@ def _sql_file(root: Path) -> list[Path]:
     return [p]
 
 
+def _sql_file_created(root: Path) -> list[Path]:
+    folder = root / "queries"  # outside the linted folder: only the places looked at can tell
+    folder.mkdir()
+    p = folder / "daily.sql"
+    p.write_text("INSERT INTO daily SELECT uuid() AS id, v FROM s\n", encoding="utf-8")
+    return [folder, p]
+
+
 CHANGES = {
     "a linted file edited (same size)": _edit_same_size,
     "a file added in a subfolder": _add_file,
@@ -228,6 +238,7 @@ CHANGES = {
     "the configuration changed": _config,
     "an imported module outside the linted folder edited": _imported_module,
     "a .sql file the code reads edited": _sql_file,
+    "a .sql file created where the code looked": _sql_file_created,
 }
 
 
