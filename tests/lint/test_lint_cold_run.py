@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from lint_helpers import launch
 
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint import workers
@@ -37,7 +36,6 @@ WITH_SQL = (
     "out.write.format('delta').mode('append').save('/lake/s{n}')\n"
 )
 FILLER = "# " + "x" * 78 + "\n"
-LAUNCH = "import sys; sys.argv = ['upsertsink', *sys.argv[1:]]; from upsertsink.launch import main; main()"
 
 
 def _settings(root: Path) -> Settings:
@@ -149,19 +147,6 @@ def test_sql_text_is_analyzed_by_one_worker_and_the_findings_are_a_serial_runs(
 # ------------------------------------------------------------------------------- the end of a lint run
 
 
-def _launch(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UPSERTSINK_")}
-    return subprocess.run(
-        [sys.executable, "-c", LAUNCH, "lint", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        timeout=300,
-    )
-
-
 def test_a_lint_run_ends_with_its_whole_output_and_its_exit_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,17 +155,17 @@ def test_a_lint_run_ends_with_its_whole_output_and_its_exit_code(
     (tmp_path / "pyproject.toml").write_text("[tool.upsertsink.lint]\n", encoding="utf-8")
     (tmp_path / "job.py").write_text("from pyspark.sql import functions as F\n" + lines, encoding="utf-8")
     args = ["job.py", "--format", "json", "--no-cache", "--key", "id"]  # a random key: errors, exit 1
-    proc = _launch(tmp_path, *args)
-    assert len(proc.stdout) > 64 * 1024
+    code, out, _err = launch(tmp_path, *args)
+    assert len(out) > 64 * 1024
     monkeypatch.chdir(tmp_path)
     reference = CliRunner().invoke(lint_command, args)
-    assert (proc.returncode, proc.stdout) == (reference.exit_code, reference.output)
-    assert proc.returncode == 1 and len(json.loads(proc.stdout)["findings"]) == 600
+    assert (code, out) == (reference.exit_code, reference.output)
+    assert code == 1 and len(json.loads(out)["findings"]) == 600
 
-    clean = _launch(tmp_path, "pyproject.toml", "--no-cache")  # no Python file: nothing to report
-    assert clean.returncode == 0, clean.stderr
-    usage = _launch(tmp_path, "--no-such-option")
-    assert usage.returncode == 2 and "--no-such-option" in usage.stderr
+    code, _out, err = launch(tmp_path, "pyproject.toml", "--no-cache")  # no Python file: nothing to report
+    assert code == 0, err
+    code, _out, err = launch(tmp_path, "--no-such-option")
+    assert code == 2 and "--no-such-option" in err
 
 
 # ------------------------------------------------------------------------------- a file's lines

@@ -15,13 +15,12 @@ import json
 import marshal
 import os
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from lint_helpers import LAUNCH, launch, run_python
 
 from upsertsink.lint import runrecord
 from upsertsink.lint.cache import CACHE_DIR
@@ -35,8 +34,6 @@ code = replay(args)
 with open(out, "w", encoding="utf-8") as fh:
     json.dump({"code": code, "modules": sorted(sys.modules)}, fh)
 """
-# the `upsertsink` script's entry point
-LAUNCH = "import sys; sys.argv = ['upsertsink', *sys.argv[1:]]; from upsertsink.launch import main; main()"
 
 _CLOCK = itertools.count()
 _BASE = time.time() - 7 * 24 * 3600
@@ -53,36 +50,12 @@ def age_tree(root: Path) -> None:
     age(root, *sorted(root.rglob("*")))
 
 
-def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("UPSERTSINK_")}
-
-
-def _python(
-    cwd: Path, code: str, args: list[str], extra_env: dict[str, str] | None
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**env(), **(extra_env or {})},
-        timeout=300,
-    )
-
-
-def launch(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """``upsertsink lint ARGS`` as the script runs it: (exit code, stdout, stderr)."""
-    proc = _python(cwd, LAUNCH, ["lint", *args], extra_env)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 def replay(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> tuple[dict, str, str]:
     """The launcher's replay alone: ({code: exit code or None when not served, modules}, stdout, stderr)."""
     fd, name = tempfile.mkstemp(suffix=".json")  # outside the project: nothing there changes
     os.close(fd)
     report = Path(name)
-    proc = _python(cwd, REPLAY, [str(report), *args], extra_env)
+    proc = run_python(cwd, REPLAY, [str(report), *args], extra_env)
     assert report.stat().st_size, proc.stderr
     data = json.loads(report.read_text(encoding="utf-8"))
     report.unlink()
@@ -332,15 +305,8 @@ def test_fix_is_never_replayed_and_standard_input_is_never_recorded(project: Pat
     warm(project, "jobs")
     before = records(project)
     assert replay(project, "jobs", "--fix")[0]["code"] is None
-    proc = subprocess.run(
-        [sys.executable, "-c", LAUNCH, "lint", "-", "--stdin-filename", "x.py"],
-        cwd=project,
-        input="import random\nv = random.random()\n",
-        capture_output=True,
-        text=True,
-        env=env(),
-        check=False,
-    )
+    stdin = "import random\nv = random.random()\n"
+    proc = run_python(project, LAUNCH, ["lint", "-", "--stdin-filename", "x.py"], stdin=stdin)
     assert proc.returncode in (0, 1), proc.stderr
     assert records(project) == before
 
