@@ -24,8 +24,9 @@ content-hash cache, a record is not written when a path it depends on was modifi
 just before it: within one tick of the file system's clock an edit could keep the stat. Just before is 50 ms
 for a path whose modification time has a fraction of a second (Linux's file clock ticks every 1–10 ms), and
 two seconds for one in whole seconds (FAT keeps two-second times, HFS+ and ext3 whole seconds). So a second
-run 50 ms after the first records itself even when the first made the cache folder in a folder it walks. What the content-hash cache does not see, a record does not either (a ``.sql`` file created where the
-code names one that was missing; the code is then analyzed again only when it changes).
+run 50 ms after the first records itself even when the first made the cache folder in a folder it walks.
+The ``.sql`` files a result depends on are noted too, with the places one was looked for and not found
+(``checker.ABSENT``): a file created there later is seen, by the record as by the content-hash cache.
 
 Only the standard library's builtin modules are imported here: the replay's cost is the interpreter's own
 start-up and one ``stat`` per recorded path. ``UPSERTSINK_NO_RUN_RECORD=1`` turns records off.

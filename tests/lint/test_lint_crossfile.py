@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from upsertsink.lint.config import Settings
 from upsertsink.lint.runner import lint_paths
 
