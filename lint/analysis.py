@@ -17,6 +17,7 @@ import ast
 import bisect
 import re
 from collections.abc import Sequence
+from functools import cache
 
 from upsertsink.lint.catalogue import (
     MODULE_HOOKS,
@@ -37,7 +38,13 @@ from upsertsink.lint.values import Values
 
 __all__ = ["ModuleAnalysis", "Reach", "Src", "noqa_codes"]
 
-_TRIGGER_RE = re.compile("|".join(re.escape(w.decode()) for w in TRIGGER_BYTES))
+
+@cache
+def _trigger_re() -> re.Pattern[str]:
+    """Any catalogue word: compiled when a summary first needs it, not at every start-up."""
+    return re.compile("|".join(re.escape(w.decode()) for w in TRIGGER_BYTES))
+
+
 _NOQA_RE = re.compile(
     "#" + r"\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_]+(?:[\s,]+[A-Za-z0-9_]+)*))?", re.IGNORECASE
 )
@@ -284,7 +291,7 @@ class ModuleAnalysis:
             for line in self.model.lines:
                 starts.append(starts[-1] + len(line))
             self._trigger_lines = sorted(
-                {bisect.bisect_right(starts, m.start()) for m in _TRIGGER_RE.finditer(text)}
+                {bisect.bisect_right(starts, m.start()) for m in _trigger_re().finditer(text)}
             )
         i = bisect.bisect_left(self._trigger_lines, fn.lineno)
         return i < len(self._trigger_lines) and self._trigger_lines[i] <= (fn.end_lineno or fn.lineno)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -186,6 +185,8 @@ def find_config(start: Path) -> Path | None:
         candidate = folder / "pyproject.toml"
         runrecord.note(candidate)
         if candidate.is_file():
+            import tomllib  # only when there is a file to read: a run without one never loads it
+
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -226,6 +227,8 @@ def _per_file_ignores(table: dict, path: Path) -> list[tuple[str, list[str]]]:
 def load_table(path: Path, explicit: bool) -> dict:
     """Read and validate the lint table of ``path``; an explicit --config file must exist and parse."""
     runrecord.note(path)
+    import tomllib
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:

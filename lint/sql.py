@@ -14,7 +14,15 @@ from functools import lru_cache
 from typing import Any
 
 from upsertsink.lint.catalogue import SQL_CLAUSES
-from upsertsink.lint.sqlparts import Positions, SqlPart, SqlSite, column_name, exp_module, part_of
+from upsertsink.lint.sqlparts import (
+    Positions,
+    SqlPart,
+    SqlSite,
+    column_name,
+    exp_module,
+    part_of,
+    sqlglot_module,
+)
 
 
 @dataclass(frozen=True)
@@ -185,7 +193,7 @@ def _merge(merge, pos: Positions, result: SqlResult) -> None:
 @lru_cache(maxsize=4096)
 def analyze_statements(text: str) -> SqlResult:
     """Analyze ``spark.sql`` text: one or more statements."""
-    import sqlglot
+    sqlglot = sqlglot_module()
 
     exp = exp_module()
     try:
@@ -237,7 +245,7 @@ def analyze_statements(text: str) -> SqlResult:
 @lru_cache(maxsize=4096)
 def parse_expression(text: str) -> Any:
     """One SQL expression as a sqlglot tree (shared: do not modify it), or None when it does not parse."""
-    import sqlglot
+    sqlglot = sqlglot_module()
 
     try:
         return sqlglot.parse_one(text, read="spark")
@@ -248,7 +256,7 @@ def parse_expression(text: str) -> Any:
 @lru_cache(maxsize=4096)
 def analyze_expression(text: str) -> tuple[bool, str | None, SqlPart]:
     """Analyze one SQL expression (``F.expr``, ``selectExpr``, filters, merge values): ok, alias, part."""
-    import sqlglot
+    sqlglot = sqlglot_module()
 
     exp = exp_module()
     try:
@@ -285,7 +293,7 @@ def _newer_columns(cond) -> list[str]:
 @lru_cache(maxsize=4096)
 def condition_sequences(text: str) -> list[str]:
     """Newer-wins columns of a merge clause condition (``s.v > t.v`` -> [v])."""
-    import sqlglot
+    sqlglot = sqlglot_module()
 
     try:
         tree = sqlglot.parse_one(text, read="spark")
@@ -297,7 +305,7 @@ def condition_sequences(text: str) -> list[str]:
 @lru_cache(maxsize=4096)
 def condition_keys(text: str) -> list[str]:
     """Columns compared with ``=`` in a merge condition (``t.k = s.k AND t.j = s.j`` -> [k, j])."""
-    import sqlglot
+    sqlglot = sqlglot_module()
 
     try:
         tree = sqlglot.parse_one(text, read="spark")

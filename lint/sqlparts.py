@@ -6,8 +6,8 @@ puts the pieces of expressions and statements together.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from upsertsink.lint.catalogue import (
@@ -81,7 +81,20 @@ _ORDER_FIXING_CLASSES = {"ArraySort", "SortArray", "ArraySize", "Size", "Cardina
 _BARE_FUNCTIONS = {"localtimestamp", "current_timestamp", "current_date", "now", "curdate"}
 
 
-def exp_module():  # sqlglot is imported only when a file really holds SQL to look at
+@cache
+def sqlglot_module() -> Any:
+    """sqlglot, imported only when a file really holds SQL to look at. It reports unsupported constructs
+    through logging, and the linter's output must stay its own: its logger is quieted before any parse."""
+    import logging
+
+    import sqlglot
+
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    return sqlglot
+
+
+def exp_module() -> Any:
+    sqlglot_module()
     from sqlglot import exp
 
     return exp
@@ -98,10 +111,6 @@ def _name_of(node) -> str | None:
     if isinstance(node, exp.Column) and not node.table and node.name.lower() in _BARE_FUNCTIONS:
         return node.name.lower()
     return None
-
-
-# sqlglot reports unsupported constructs through logging; the linter's output must stay its own.
-logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 
 def column_name(node: Any) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 import click
 
@@ -23,6 +22,8 @@ _COMMANDS = {
 
 class LazyGroup(ErrorStyleGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
+        import importlib.util  # only for --help: every command's start-up pays for what it imports
+
         return sorted(n for n, t in _COMMANDS.items() if importlib.util.find_spec(t.split(":")[0]))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:

@@ -32,6 +32,8 @@ LAZY = (
     "concurrent.futures.process",
     "xml.sax.saxutils",
     "upsertsink.session",
+    "logging",  # only with sqlglot, to quiet its logger
+    "pkgutil",  # the rules are found by listing their folder
 )
 
 DRIVER = """
@@ -102,6 +104,37 @@ def test_the_sql_parser_loads_when_a_file_holds_sql(project: Path) -> None:
     assert "ND003" in {f["rule"] for f in json.loads(out)["findings"]}
     assert loaded(result["modules"], "sqlglot")
     assert not loaded(result["modules"], "pyspark")
+
+
+def test_a_run_without_a_config_file_loads_no_toml_reader(tmp_path: Path) -> None:
+    (tmp_path / "job.py").write_text(JOB, encoding="utf-8")
+    result, out = run_cli(tmp_path, "lint", "job.py", "--no-cache", "--format", "json")
+    assert [f["rule"] for f in json.loads(out)["findings"]] == ["ND002"]
+    assert not loaded(result["modules"], "tomllib")
+    (tmp_path / "pyproject.toml").write_text("[tool.upsertsink.lint]\nignore = ['ND002']\n", encoding="utf-8")
+    result, out = run_cli(tmp_path, "lint", "job.py", "--no-cache", "--format", "json")
+    assert json.loads(out)["findings"] == [] and loaded(result["modules"], "tomllib")
+
+
+def test_sql_the_parser_cannot_read_leaves_no_message_of_its_own(tmp_path: Path) -> None:
+    """sqlglot logs a warning for statements it parses as a bare command (OPTIMIZE, VACUUM): the linter's
+    output stays its own."""
+    job = (
+        "spark.sql('OPTIMIZE events ZORDER BY (id)')\n"
+        "spark.sql('VACUUM events RETAIN 168 HOURS')\n"
+        "spark.sql('INSERT INTO t SELECT uuid() AS id, v FROM s')\n"
+    )
+    (tmp_path / "job.py").write_text(job, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "upsertsink.lint", "job.py", "--no-cache", "--format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert "ND003" in {f["rule"] for f in json.loads(proc.stdout)["findings"]}
+    assert "unsupported syntax" not in proc.stderr and proc.stderr.strip() == "", proc.stderr
 
 
 def test_formats_that_need_the_rules_still_load_them(project: Path) -> None:
