@@ -18,6 +18,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from lint_helpers import launch
 from upsertsink.lint.config import Settings
 from upsertsink.lint.runner import lint_paths
 
@@ -125,16 +126,9 @@ def test_sql_the_parser_cannot_read_leaves_no_message_of_its_own(tmp_path: Path)
         "spark.sql('INSERT INTO t SELECT uuid() AS id, v FROM s')\n"
     )
     (tmp_path / "job.py").write_text(job, encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "upsertsink.lint", "job.py", "--no-cache", "--format", "json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert "ND003" in {f["rule"] for f in json.loads(proc.stdout)["findings"]}
-    assert "unsupported syntax" not in proc.stderr and proc.stderr.strip() == "", proc.stderr
+    _code, out, err = launch(tmp_path, "job.py", "--no-cache", "--format", "json")
+    assert "ND003" in {f["rule"] for f in json.loads(out)["findings"]}
+    assert "unsupported syntax" not in err and err.strip() == "", err
 
 
 def test_formats_that_need_the_rules_still_load_them(project: Path) -> None:
