@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from lint_helpers import launch
+
 from upsertsink.lint.config import Settings
 from upsertsink.lint.runner import lint_paths
 
