@@ -9,10 +9,10 @@ from __future__ import annotations
 import io
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar, overload
 
 from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
+from upsertsink.lint.structs import field, replace, struct
 
 if TYPE_CHECKING:
     from upsertsink.lint.analysis import Src
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 FILE_NOQA = b"upsertsink: noqa"
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class Finding:
     """One finding, with 1-based positions (end_column exclusive, as in ruff and SARIF).
 
@@ -70,7 +70,7 @@ class Finding:
         """The JSON output's object: the ten documented fields, plus ``cell`` for notebook findings and
         ``fix`` (``{"applicability": "safe"|"unsafe", "message": ...}``) for findings that offer one. The table
         a write goes to is named in the message (the JSON shape is a contract: no other field)."""
-        out = asdict(self)
+        out = {"path": self.path, **self.to_cache()}  # the fields in their order
         del out["file_line"]
         del out["table"]
         if self.cell is None:
@@ -98,7 +98,7 @@ class Finding:
         return cls(path, **{name: row[name] for name in cls.FIELDS})
 
 
-@dataclass
+@struct
 class CheckOptions:
     """What a check needs besides the file's bytes: key settings and the project around the file."""
 
@@ -112,7 +112,7 @@ class CheckOptions:
     summarize: bool = False  # also compute what the file gives other files (only asked for files others use)
 
 
-@dataclass
+@struct
 class FileResult:
     """Findings of one file plus what it cost (parsed, or skipped by the pre-filter), what it exports to
     other files (``summary``; None when not asked for), what it imports (``imports``: specs such as ``helpers``, ``.util`` or

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from upsertsink.lint import runrecord
+from upsertsink.lint.structs import field, struct
 
 # pathspec and the rules load when a setting needs them (a glob to match, a code to check): start-up counts.
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class SettingDoc:
     """One setting of ``[tool.upsertsink.lint]``: what docs/config.md says about it (generated)."""
 
@@ -108,7 +108,7 @@ class ConfigError(Exception):
     """An unreadable or invalid configuration, or a bad option value (exit code 2)."""
 
 
-@dataclass
+@struct
 class Settings:
     """Everything a run needs to know besides the paths."""
 

@@ -9,10 +9,10 @@ module hooks see the full context and report findings with :meth:`Context.report
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from upsertsink.lint.facts import Reach, Span, Src
+from upsertsink.lint.structs import field, struct
 
 if TYPE_CHECKING:
     from upsertsink.lint.collect import Collector
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from upsertsink.lint.values import Values
 
 
-@dataclass
+@struct
 class Context:
     model: SemanticModel
     values: Values

@@ -6,12 +6,12 @@ edit that turns one text into another. :mod:`upsertsink.lint.server` serves them
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from upsertsink.lint.checker import CheckOptions, Finding, check_bytes
 from upsertsink.lint.config import Settings, resolve_settings
 from upsertsink.lint.rules import RULES
+from upsertsink.lint.structs import struct
 
 NOTEBOOK_LANGUAGES = ("python", "sql")  # cell languages linted; other cells count as Markdown
 _DATABRICKS_CELL = "application/vnd.databricks.v1+cell"
@@ -86,7 +86,7 @@ def excluded(path: Path | None, settings: Settings) -> bool:
 
 
 # ------------------------------------------------------------------------------------------ notebooks
-@dataclass
+@struct
 class NotebookText:
     """The cells of a notebook document as Jupyter JSON, and which cell URI each cell number is."""
 

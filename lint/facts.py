@@ -9,9 +9,10 @@ frozen facts. The source and finding records shared by every stage are defined h
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
+
+from upsertsink.lint.structs import field, struct
 
 if TYPE_CHECKING:
     from upsertsink.lint import sql as sqlmod
@@ -23,7 +24,7 @@ EMPTY: frozenset = frozenset()
 Span = tuple[int, int, int, int]
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class Src:
     """One nondeterministic source occurrence: rule, 1-based span (end exclusive), what it is."""
 
@@ -49,7 +50,7 @@ def summary_sources(rows, span: Span, callee: str, label: str) -> list[Src]:
     ]
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class Reach:
     """What one source reaches: the target it is reported against and the other columns it reaches."""
 
@@ -76,7 +77,7 @@ class Reach:
         return "error" if self.target in ("key", "sequence") else "warning"
 
 
-@dataclass
+@struct
 class Write:
     column: str
     scope: Scope
@@ -88,7 +89,7 @@ class Write:
     anchor: ast.AST | None = None  # the DataFrame method call that makes the write
 
 
-@dataclass
+@struct
 class RowEffect:
     kind: str  # filter | limit | sample | dedup | merge
     scope: Scope
@@ -103,7 +104,7 @@ class RowEffect:
 SCD2_FLOW_LABEL = "sequence column of an SCD type 2 flow"
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class KeyDecl:
     """A key or sequence column the code declares: a sink's ``keys``/``sequence_by``, a MERGE condition, a
     dbt ``unique_key``, a table's DDL, a join against a written table, another file's declaration."""
@@ -116,7 +117,7 @@ class KeyDecl:
     table: str | None = None  # the table it is a key of, as the code names it (None: not known)
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class Facts:
     """Everything the collection pass found in one module; read-only once built."""
 
@@ -149,7 +150,7 @@ class Facts:
 
     def keeping(self, writes: tuple[Write, ...], rows: tuple[RowEffect, ...]) -> Facts:
         """The same facts with only these writes and row choices (the others were thrown away)."""
-        from dataclasses import replace
+        from upsertsink.lint.structs import replace
 
         return replace(self, writes=writes, rows=rows)
 

@@ -27,11 +27,11 @@ import json
 import logging
 import re
 import tokenize
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from upsertsink.lint.checker import Finding, noqa_line_map
+from upsertsink.lint.structs import field, struct
 
 if TYPE_CHECKING:
     from upsertsink.lint.rules.base import FixSpec
@@ -44,7 +44,7 @@ _NOQA_RE = re.compile(
 )
 
 
-@dataclass
+@struct
 class FileEdit:
     """The new text of one file and what produced it."""
 
@@ -150,6 +150,7 @@ def _fixer(specs: list[FixSpec], module: str):
     """The libcst transformer that applies ``specs`` in one pass (libcst is imported only here)."""
     import libcst as cst
     from libcst.metadata import PositionProvider
+
     from upsertsink.lint.rules.nd011_append import app_id
 
     class Fixer(cst.CSTTransformer):

@@ -4,7 +4,6 @@ itself is :mod:`upsertsink.lint.fixes`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from upsertsink.lint.checker import Finding, fixable
@@ -19,9 +18,10 @@ from upsertsink.lint.fixes import (
     write_source,
 )
 from upsertsink.lint.runner import RunResult
+from upsertsink.lint.structs import field, struct
 
 
-@dataclass
+@struct
 class FixOutcome:
     """What a fix run did (or, with ``--diff``, would do)."""
 

@@ -14,7 +14,6 @@ cost 1.6x the parse. The linter never rewrites code here, so the concrete syntax
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from upsertsink.lint.api import (
@@ -27,6 +26,7 @@ from upsertsink.lint.api import (
 )
 from upsertsink.lint.facts import Span, Src
 from upsertsink.lint.scopes import LEAVES, SPECIAL, Scope, push_children
+from upsertsink.lint.structs import replace
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

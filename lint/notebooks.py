@@ -26,7 +26,8 @@ import ast
 import json
 import re
 import warnings
-from dataclasses import dataclass, field
+
+from upsertsink.lint.structs import field, struct
 
 DATABRICKS_HEADER = "# Databricks notebook source"
 _DATABRICKS_SEP = re.compile(r"^# COMMAND -+\s*$")
@@ -47,7 +48,7 @@ class NotebookError(ValueError):
     """The notebook's JSON cannot be read (reported as a parse error, ND000)."""
 
 
-@dataclass
+@struct
 class Converted:
     """The Python text of a notebook and where each of its lines came from (index = line - 1)."""
 

@@ -17,7 +17,6 @@ import gc
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from upsertsink.lint import runrecord
@@ -25,6 +24,7 @@ from upsertsink.lint.cache import Cache, blake2b
 from upsertsink.lint.checker import CheckOptions, Finding
 from upsertsink.lint.config import Settings
 from upsertsink.lint.discovery import discover_real, display_path, is_excluded
+from upsertsink.lint.structs import field, struct
 from upsertsink.lint.tree import ProjectModules, RunFile, Tree, module_root
 from upsertsink.lint.workers import Workers, enough_work
 
@@ -32,7 +32,7 @@ from upsertsink.lint.workers import Workers, enough_work
 # to match, the process pool when there is enough work for it, the analysis when a file is not in the cache.
 
 
-@dataclass
+@struct
 class Stats:
     """What a run cost: how many files were checked, parsed, served from cache, skipped unparsed."""
 
@@ -46,7 +46,7 @@ class Stats:
     unread: int = 0  # cache hits known by their stat (modification time and size): not even read
 
 
-@dataclass
+@struct
 class RunResult:
     """Findings of a run (sorted by path, line, column) and its statistics."""
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+
 from upsertsink.lint.checker import Finding, main_guard
 from upsertsink.lint.config import ConfigError, Settings
 from upsertsink.lint.documents import (
@@ -41,6 +41,7 @@ from upsertsink.lint.documents import (
     settings_for,
     uri_path,
 )
+from upsertsink.lint.structs import struct
 
 if TYPE_CHECKING:
     from lsprotocol import types
@@ -70,7 +71,7 @@ def server_command() -> None:
     build_server().start_io()
 
 
-@dataclass
+@struct
 class Published:
     """A finding as published: the diagnostic and, for a notebook cell, the notebook it was linted in."""
 
@@ -84,6 +85,7 @@ def build_server() -> LanguageServer:
     from lsprotocol import types as t
     from pygls.lsp.server import LanguageServer
     from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
+
     from upsertsink.lint import package_version
 
     class UpsertsinkServer(LanguageServer):

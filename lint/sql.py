@@ -9,7 +9,6 @@ the file through :class:`upsertsink.lint.strings.PosText`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -23,9 +22,10 @@ from upsertsink.lint.sqlparts import (
     part_of,
     sqlglot_module,
 )
+from upsertsink.lint.structs import field, struct
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class SqlWrite:
     """A statement that writes a table: INSERT (``append`` unless OVERWRITE or REPLACE WHERE) or MERGE, with
     the [start, end) offsets of its keyword."""
@@ -37,7 +37,7 @@ class SqlWrite:
     append: bool = False
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class MergeUpdate:
     """One ``SET column = value`` of a MERGE's ``WHEN MATCHED ... UPDATE`` clause: the value's sqlglot
     node, the [start, end) offsets of the assigned column, whether the clause is guarded by a newer-wins
@@ -52,7 +52,7 @@ class MergeUpdate:
     target_names: tuple[str, ...]
 
 
-@dataclass
+@struct
 class SqlResult:
     """What a SQL string does: output columns, row-deciding parts, merge keys and merge writes."""
 

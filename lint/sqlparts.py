@@ -6,7 +6,6 @@ puts the pieces of expressions and statements together.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -19,9 +18,10 @@ from upsertsink.lint.catalogue import (
     SPARK_SEEDED,
     WINDOW_TIES_CODE,
 )
+from upsertsink.lint.structs import field, struct
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class SqlSite:
     """A nondeterministic function (or clause) in SQL text: rule, name, and [start, end) offsets."""
 
@@ -33,7 +33,7 @@ class SqlSite:
     window: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
 
-@dataclass
+@struct
 class SqlPart:
     """One piece of SQL: the sites in it, the columns it reads and the placeholders it contains."""
 

@@ -12,7 +12,8 @@ import ast
 import io
 import tokenize
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+
+from upsertsink.lint.structs import field, struct
 
 Pos = tuple[int, int]
 
@@ -30,7 +31,7 @@ _SIMPLE_ESCAPES = {
 }
 
 
-@dataclass
+@struct
 class PosText:
     """Text plus the file position of each character; ``holes`` maps placeholder name -> Python node."""
 

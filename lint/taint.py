@@ -10,7 +10,6 @@ files' summaries the *propagators*, and the order-fixing functions (``sort_array
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
 
 from upsertsink.lint import records
 from upsertsink.lint import sql as sqlmod
@@ -42,6 +41,7 @@ from upsertsink.lint.keys import Keys
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.strings import PosText
+from upsertsink.lint.structs import replace
 from upsertsink.lint.values import Values
 
 

@@ -8,16 +8,16 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from upsertsink.lint import runrecord
 from upsertsink.lint.checker import FileResult
 from upsertsink.lint.config import Settings
 from upsertsink.lint.discovery import default_excluded, rel_path
+from upsertsink.lint.structs import struct
 
 
-@dataclass
+@struct
 class RunFile:
     """A file of the run (a linted file, or a project module read for what it exports): its path as given, as
     shown and resolved, its content (read when first needed), its content digest and its result."""

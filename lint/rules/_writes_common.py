@@ -16,10 +16,10 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from upsertsink.lint.rules.base import Catalogue
+from upsertsink.lint.structs import struct
 
 if TYPE_CHECKING:
     from upsertsink.lint.context import Context
@@ -31,7 +31,7 @@ _TXN_CONFS = frozenset({"spark.databricks.delta.write.txnappid", "spark.databric
 TRIGGERS = Catalogue(trigger_words=frozenset({"batch", "epoch", "merge", "upsertsink", "dlt", "pipelines"}))
 
 
-@dataclass
+@struct
 class BatchFn:
     """A function that writes one batch: how it was recognized and which parameter holds the batch id."""
 

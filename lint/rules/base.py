@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from upsertsink.lint.structs import field, struct
 
 if TYPE_CHECKING:
     from upsertsink.lint.model import SemanticModel
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class Catalogue:
     """What a rule recognizes as a source. Python names are import-qualified; Spark names are bare function
     names, the same in ``pyspark.sql.functions`` and in Spark SQL text (lower case)."""
@@ -67,7 +68,7 @@ def stable_seed(text: str) -> int:
     return zlib.crc32(text.encode("utf-8")) % 100_000
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class FixSpec:
     """A fix a finding offers: what to rewrite (``kind``) at which node (``span``: 1-based line and character
     column of the node's start and end, end exclusive), whether it is ``safe`` or ``unsafe`` (ruff's
@@ -109,7 +110,7 @@ class FixSpec:
         )
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class Valid:
     """Code that must produce no finding of the rule."""
 
@@ -118,7 +119,7 @@ class Valid:
     sequence: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class Invalid:
     """Code that must produce a finding of the rule at ``line``/``column`` (1-based) with this target.
 
@@ -146,7 +147,7 @@ class Invalid:
         return "error" if self.target in (None, "key", "sequence") else "warning"
 
 
-@dataclass(frozen=True)
+@struct(frozen=True)
 class Rule:
     """A rule family: stable code, short name, docs, fix advice per target, and examples."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from upsertsink.lint.rules._writes_common import (
@@ -17,6 +16,7 @@ from upsertsink.lint.rules._writes_common import (
     txn_marked,
 )
 from upsertsink.lint.rules.base import FixSpec, Invalid, Valid, WriteRule
+from upsertsink.lint.structs import struct
 
 if TYPE_CHECKING:
     from upsertsink.lint.context import Context
@@ -28,7 +28,7 @@ _UPSERTING_FORMATS = frozenset({"org.apache.spark.sql.cassandra", "cassandra"})
 _TERMINALS = frozenset({"save", "saveAsTable", "insertInto", "jdbc", "parquet", "csv", "json", "orc", "text"})
 
 
-@dataclass
+@struct
 class _Writer:
     terminal: str
     mode: str | None = None
