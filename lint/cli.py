@@ -1,5 +1,9 @@
 """``upsertsink lint`` / ``python -m upsertsink.lint``: the linter's command line (flags as ruff has them).
 
+The click command is built from the option table (:mod:`upsertsink.lint.options`) and runs
+:func:`upsertsink.lint.command.run_lint`. The ``upsertsink`` entry point reads plain command lines without
+click (:func:`upsertsink.lint.command.quick_main`) and comes here for the rest: ``--help``, usage errors.
+
 Errors are one line, ``upsertsink: error: <message>``, on stderr with exit code 2, for usage errors (an
 unknown flag, a bad ``--format`` or ``UPSERTSINK_OUTPUT_FORMAT``) as much as for configuration errors,
 whether the command runs under the ``upsertsink`` group or as ``python -m upsertsink.lint``.
@@ -7,50 +11,24 @@ whether the command runs under the ``upsertsink`` group or as ``python -m upsert
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
-# Start-up counts for small runs: the rules, the analysis, the report formats and the process pool load when
-# a run needs them (tests/lint/test_lint_startup.py), not here.
 from upsertsink.lint import runrecord
-from upsertsink.lint.cache import CACHE_DIR
-from upsertsink.lint.config import ConfigError, Settings, resolve_settings, settings_toml, split_codes
-from upsertsink.lint.discovery import PathError, discover, display_path, is_excluded
-from upsertsink.lint.runner import RunResult, lint_paths
+from upsertsink.lint.command import LintUsageError, error_line, run_lint
+from upsertsink.lint.options import OPTIONS, Option
 
-FORMAT_ENV = "UPSERTSINK_OUTPUT_FORMAT"
 _RAW_ARGS = "upsertsink.lint.args"
-FORMATS = ("text", "full", "concise", "json", "sarif", "github", "gitlab", "junit", "pylint")
-EXIT_USAGE = 2
 
 
-class LintUsageError(click.ClickException):
-    """Usage or configuration error: ``upsertsink: error: ...`` on stderr, exit code 2."""
-
-    exit_code = EXIT_USAGE
-
-    def show(self, file: Any = None) -> None:
-        _error_line(self.format_message())
-
-
-def _error_line(message: str) -> None:
-    click.echo(f"upsertsink: error: {' '.join(str(message).split())}", err=True)
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print the one error style and exit (the shared helper's format when it is available)."""
-    try:
-        from upsertsink.cli_common import fail
-    except ImportError:
-        _error_line(message)
-        sys.exit(code)
-    fail(message, code)
+def _fail(message: str, code: int) -> NoReturn:
+    """Print the one error style and exit."""
+    error_line(message)
+    sys.exit(code)
 
 
 class _LintCommand(click.Command):
@@ -77,435 +55,47 @@ class _LintCommand(click.Command):
             runrecord.stop()
 
 
-@click.command("lint", cls=_LintCommand, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--format",
-    "--output-format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default="text",
-    show_default=True,
-    envvar=FORMAT_ENV,
-    show_envvar=True,
-    help="Output format: text (one line per finding), full (with the source line and a caret), concise "
-    "(ruff's, [*] on fixable findings), json, sarif, github (workflow commands), gitlab (Code Quality), "
-    "junit (XML), pylint.",
-)
-@click.option("--key", "keys", multiple=True, metavar="COL", help="A merge-key column (repeatable).")
-@click.option("--sequence", "sequence", multiple=True, metavar="COL", help="A sequence column (repeatable).")
-@click.option(
-    "--select", multiple=True, metavar="CODES", help="Only these rule codes/prefixes (comma-separated)."
-)
-@click.option(
-    "--extend-select",
-    multiple=True,
-    metavar="CODES",
-    help="Add these rule codes/prefixes to the selection (comma-separated).",
-)
-@click.option(
-    "--ignore", multiple=True, metavar="CODES", help="Skip these rule codes/prefixes (comma-separated)."
-)
-@click.option(
-    "--fail-on",
-    type=click.Choice(["error", "warning"]),
-    default=None,
-    help="Lowest severity that makes the exit code 1 (default: error, or fail-on from the config).",
-)
-@click.option(
-    "--config",
-    "config",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="Read settings from FILE instead of the nearest pyproject.toml.",
-)
-@click.option("--fix", is_flag=True, help="Apply the safe fixes to the files, then report what remains.")
-@click.option(
-    "--unsafe-fixes",
-    is_flag=True,
-    help="With --fix or --diff, apply the unsafe fixes too (they may change more than the finding).",
-)
-@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them.")
-@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments for every finding, then exit.")
-@click.option("--statistics", is_flag=True, help="Print the number of findings per rule instead of them.")
-@click.option(
-    "--output-file",
-    "-o",
-    "output_file",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help="Write the report to FILE instead of stdout.",
-)
-@click.option("--exit-zero", "-e", is_flag=True, help="Exit 0 even when findings are reported (2 stays 2).")
-@click.option("--quiet", "-q", is_flag=True, help="Print the findings only: no summary, hints or progress.")
-@click.option("--no-cache", is_flag=True, help="Do not read or write the content-hash cache.")
-@click.option("--clean", is_flag=True, help="Delete the lint cache of the project, then exit.")
-@click.option(
-    "--force-exclude",
-    is_flag=True,
-    help="Apply the configured exclude globs to files named on the command line too (for pre-commit).",
-)
-@click.option(
-    "--exclude",
-    "exclude",
-    multiple=True,
-    metavar="GLOBS",
-    help="Exclude globs (comma-separated, repeatable) replacing the configured exclude.",
-)
-@click.option(
-    "--extend-exclude",
-    multiple=True,
-    metavar="GLOBS",
-    help="Exclude globs (comma-separated, repeatable) added to the configured ones.",
-)
-@click.option(
-    "--stdin-filename",
-    default=None,
-    metavar="NAME",
-    help="With the path '-': lint standard input as if it were the file NAME.",
-)
-@click.option("--show-files", is_flag=True, help="Print the files that would be linted, then exit.")
-@click.option("--show-settings", is_flag=True, help="Print the resolved settings, then exit.")
-@click.option("--explain", metavar="CODE", default=None, help="Print the documentation of a rule and exit.")
-def lint_command(
-    paths: tuple[Path, ...],
-    fmt: str,
-    keys: tuple[str, ...],
-    sequence: tuple[str, ...],
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    fail_on: str | None,
-    config: Path | None,
-    fix: bool,
-    unsafe_fixes: bool,
-    diff: bool,
-    add_noqa: bool,
-    statistics: bool,
-    output_file: Path | None,
-    exit_zero: bool,
-    quiet: bool,
-    no_cache: bool,
-    clean: bool,
-    force_exclude: bool,
-    explain: str | None,
-    extend_select: tuple[str, ...] = (),
-    exclude: tuple[str, ...] = (),
-    extend_exclude: tuple[str, ...] = (),
-    stdin_filename: str | None = None,
-    show_files: bool = False,
-    show_settings: bool = False,
-) -> None:
+def _click_option(opt: Option) -> Callable[[Any], Any]:
+    extra: dict[str, Any] = {"help": opt.help}
+    if opt.kind == "flag":
+        extra["is_flag"] = True
+    else:
+        extra["default"] = opt.default
+        extra["multiple"] = opt.kind == "multiple"
+    if opt.metavar is not None:
+        extra["metavar"] = opt.metavar
+    if opt.choices is not None:
+        extra["type"] = click.Choice(opt.choices)
+    elif opt.path:
+        extra["type"] = click.Path(path_type=Path, dir_okay=opt.dir_okay)
+    if opt.envvar is not None:
+        extra.update(envvar=opt.envvar, show_envvar=True)
+    if opt.default is not None and opt.kind == "value":
+        extra["show_default"] = True
+    return click.option(*opt.flags, opt.dest, **extra)
+
+
+def _lint(**params: Any) -> None:
     """Find nondeterministic keys and values and non-idempotent writes in Spark job code.
 
     PATHS are files or folders (default: the current folder); '-' reads one file from standard input
     (named by --stdin-filename). Exit code 0: no finding at or above --fail-on; 1: findings (with --diff:
     fixes to apply); 2: usage or configuration error.
     """
-    if explain is not None:
-        from upsertsink.lint.rules import RULES
-
-        code = explain.strip().upper()
-        if code not in RULES:
-            raise LintUsageError(f"unknown rule code {explain!r} (known: {', '.join(RULES)})")
-        click.echo(RULES[code].explain(), nl=False)
-        return
-    if add_noqa and (fix or diff):
-        raise LintUsageError("--add-noqa cannot be combined with --fix or --diff")
-    stdin_name = _stdin_name(paths, stdin_filename)
-    if stdin_name is not None and add_noqa:
-        raise LintUsageError("--add-noqa cannot be used with standard input ('-'): it edits files")
-    targets = [] if stdin_name is not None else (list(paths) or [Path(".")])
-    record = None
-    if not (fix or diff or add_noqa or no_cache) and _recordable(stdin_name, output_file, fmt):
-        # (--clean, --show-settings and --show-files return before the end, where a record is saved)
-        record = runrecord.start(click.get_current_context().meta.get(_RAW_ARGS, []))
-    try:
-        split_codes(select, "--select")
-        split_codes(extend_select, "--extend-select")
-        split_codes(ignore, "--ignore")
-        settings = resolve_settings(
-            targets or [stdin_name],
-            config,
-            keys,
-            sequence,
-            select,
-            ignore,
-            fail_on,
-            extend_select=extend_select,
-            exclude=exclude or None,
-            extend_exclude=extend_exclude,
-        )
-        settings.force_exclude = force_exclude
-        if clean:
-            _clean(settings, quiet)
-            return
-        if show_settings:
-            click.echo(_show_settings(settings, targets or [stdin_name], fmt), nl=False)
-            return
-        if show_files:
-            _show_files(targets, settings, stdin_name)
-            return
-        stdin = (stdin_name, _read_stdin()) if stdin_name is not None else None
-        with _progress_bar(enabled=not quiet) as progress:
-            result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress, stdin=stdin)
-    except (ConfigError, PathError) as exc:
-        raise LintUsageError(str(exc)) from exc
-    if stdin is not None and (fix or diff):
-        _fix_stdin(stdin, result, settings, fmt, unsafe_fixes, diff, exit_zero, quiet, no_cache)
-        return
-    out = _Output(output_file)
-    if add_noqa:
-        _add_noqa(result, quiet)
-        return
-    if fix or diff:
-        from upsertsink.lint.fixing import apply_fixes
-
-        outcome = apply_fixes(result, settings, unsafe=unsafe_fixes, write=not diff)
-        if diff:
-            out.write("".join(edit.diff() for edit in outcome.edits if edit.changed))
-            out.close()
-            if not quiet:
-                _note(outcome.summary(dry_run=True))
-            sys.exit(1 if outcome.fixed and not exit_zero else 0)
-        if not quiet:
-            _note(outcome.summary(dry_run=False))
-        # what is left: the fixed files linted again (unchanged files come from the cache)
-        with _progress_bar(enabled=False) as progress:
-            result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress)
-    from upsertsink.lint.checker import fixable
-    from upsertsink.lint.report import render, render_statistics
-
-    can_fix = fixable(result.findings, unsafe_fixes)
-    if statistics:
-        out.write(render_statistics(fmt, result.findings, {id(f) for f in can_fix}))
-    else:
-        out.write(
-            render(
-                fmt,
-                result.findings,
-                result.stats.files_checked,
-                settings.root,
-                quiet=quiet,
-                fixable={id(f) for f in can_fix},
-            )
-        )
-    out.close()
-    if not quiet and fmt in ("text", "full", "concise"):
-        _fix_hint(result, can_fix, unsafe_fixes)
-    failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
-    code = 1 if not exit_zero and any(f.severity in failing for f in result.findings) else 0
-    if record is not None:
-        record.save(code, str(settings.root))
-    if code:
-        sys.exit(code)
+    run_lint(click.get_current_context().meta.get(_RAW_ARGS, []), **params)
 
 
-def _recordable(stdin_name: Path | None, output_file: Path | None, fmt: str) -> bool:
-    """Does the run leave a record (runrecord)? Only a report of files on stdout, in a format that depends
-    on nothing but the findings."""
-    return (
-        stdin_name is None
-        and output_file is None
-        and fmt not in runrecord.UNRECORDED_FORMATS
-        and not os.environ.get(runrecord.OFF_ENV)
+def _command() -> click.Command:
+    fn: Any = _lint
+    for opt in reversed(OPTIONS):  # click lists the options in the order of the decorators, top down
+        fn = _click_option(opt)(fn)
+    fn = click.argument("paths", nargs=-1, type=click.Path(path_type=Path))(fn)
+    return click.command("lint", cls=_LintCommand, context_settings={"help_option_names": ["-h", "--help"]})(
+        fn
     )
 
 
-def _stdin_name(paths: tuple[Path, ...], stdin_filename: str | None) -> Path | None:
-    """The name standard input is linted under, when it is read (the path ``-``, or no path and
-    ``--stdin-filename``, as in ruff); None when files are linted."""
-    dash = [p for p in paths if str(p) == "-"]
-    if dash and len(paths) > 1:
-        raise LintUsageError("'-' (standard input) cannot be combined with other paths")
-    if not dash and paths and stdin_filename is not None:
-        raise LintUsageError("--stdin-filename needs the path '-' (standard input), not files")
-    if not dash and stdin_filename is None:
-        return None
-    return Path(stdin_filename if stdin_filename is not None else "-")
-
-
-def _read_stdin() -> bytes:
-    stream = getattr(sys.stdin, "buffer", None)
-    data = stream.read() if stream is not None else sys.stdin.read()
-    return data.encode("utf-8") if isinstance(data, str) else data
-
-
-def _fix_stdin(
-    stdin: tuple[Path, bytes],
-    result: RunResult,
-    settings: Settings,
-    fmt: str,
-    unsafe: bool,
-    diff: bool,
-    exit_zero: bool,
-    quiet: bool,
-    no_cache: bool,
-) -> None:
-    """``--fix`` / ``--diff`` on standard input, as ruff does them: ``--fix`` prints the fixed source on
-    stdout and reports what remains on stderr; ``--diff`` prints the diff (exit 1 when there is a fix)."""
-    from upsertsink.lint.checker import decode
-    from upsertsink.lint.fixes import fix_file, module_name
-
-    name, data = stdin
-    text = decode(data).removeprefix("\ufeff")
-    edit = None
-    if not name.name.endswith(".ipynb"):  # notebooks are never rewritten (docs/linter.md, Fixes)
-        findings = [f for f in result.findings if f.path == display_path(name)]
-        edit = fix_file(display_path(name), text, findings, module_name(name, settings.root), unsafe)
-    changed = edit is not None and edit.changed
-    if diff:
-        sys.stdout.write(edit.diff() if changed else "")
-        sys.stdout.flush()
-        sys.exit(1 if changed and not exit_zero else 0)
-    fixed = edit.after if changed else text
-    sys.stdout.write(fixed)
-    sys.stdout.flush()
-    if changed:
-        result = lint_paths([], settings, use_cache=not no_cache, stdin=(name, fixed.encode("utf-8")))
-    if result.findings and not quiet:
-        from upsertsink.lint.report import render
-
-        click.echo(
-            render(fmt, result.findings, result.stats.files_checked, settings.root), err=True, nl=False
-        )
-    failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
-    if not exit_zero and any(f.severity in failing for f in result.findings):
-        sys.exit(1)
-
-
-def _show_files(targets: list[Path], settings: Settings, stdin_name: Path | None) -> None:
-    """``--show-files``: the files a run would lint (absolute paths, sorted, as ruff prints them)."""
-    files = [p.resolve() for p in discover(targets, settings)]
-    if stdin_name is not None and not (settings.force_exclude and is_excluded(stdin_name, settings)):
-        files.append(stdin_name.resolve())
-    for p in sorted(set(files)):
-        click.echo(str(p))
-
-
-def _show_settings(settings: Settings, targets: list[Path], fmt: str) -> str:
-    """``--show-settings``: the resolved settings, as TOML (the lint table plus what the run adds)."""
-    first = targets[0]
-    if first.is_dir():
-        found = discover([first], settings)
-        first = found[0] if found else first
-    return (
-        f"# Resolved settings for: {first.resolve()}\n"
-        f"# Settings path: {settings.config_path.resolve() if settings.config_path else 'none (defaults)'}\n"
-        + settings_toml(settings, fmt)
-    )
-
-
-class _Output:
-    """stdout, or the --output-file (written as a whole at the end)."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.parts: list[str] = []
-
-    def write(self, text: str) -> None:
-        if self.path is None:
-            runrecord.emit(1, text)
-            sys.stdout.write(text)
-        else:
-            self.parts.append(text)
-
-    def close(self) -> None:
-        if self.path is None:
-            sys.stdout.flush()
-            return
-        try:
-            if self.path.parent != Path(""):
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text("".join(self.parts), encoding="utf-8")
-        except OSError as exc:
-            raise LintUsageError(f"--output-file: cannot write {self.path}: {exc.strerror or exc}") from exc
-
-
-def _note(text: str) -> None:
-    if text:
-        runrecord.emit(2, text + "\n")
-        click.echo(text, err=True)
-
-
-def _fix_hint(result: RunResult, can_fix: list, unsafe: bool) -> None:
-    """ruff's hint about available fixes, on stderr so that stdout stays the report."""
-    from upsertsink.lint.checker import fixable
-
-    hidden = len(fixable(result.findings, True)) - len(can_fix)
-    parts = []
-    if can_fix:
-        parts.append(f"[*] {len(can_fix)} fixable with `--fix`{' --unsafe-fixes' if unsafe else ''}.")
-    if hidden > 0:
-        parts.append(f"{hidden} more fixable with `--fix --unsafe-fixes`.")
-    _note(" ".join(parts))
-
-
-def _add_noqa(result: RunResult, quiet: bool) -> None:
-    from upsertsink.lint.fixing import add_noqa_to_files
-
-    added, files, skipped = add_noqa_to_files(result)
-    if not quiet:
-        noun = "directive" if added == 1 else "directives"
-        _note(f"Added {added} noqa {noun} to {files} file{'s' if files != 1 else ''}.")
-        for where, why in skipped:
-            _note(f"{where}: no noqa added ({why})")
-
-
-def _clean(settings: Settings, quiet: bool) -> None:
-    """Delete the lint cache files of the project (``.upsertsink_cache/lint-*.json``)."""
-    folder = settings.root / CACHE_DIR
-    removed = 0
-    if folder.is_dir():
-        runrecord.remove_records(str(folder))  # the run records go with it (not counted: derived data)
-        for p in [*folder.glob("lint-*.json"), *folder.glob("lint.*.tmp")]:
-            with contextlib.suppress(OSError):
-                p.unlink()
-                removed += 1
-        rest = [p for p in folder.iterdir() if p.name != ".gitignore"]
-        if not rest:
-            with contextlib.suppress(OSError):
-                (folder / ".gitignore").unlink(missing_ok=True)
-                folder.rmdir()
-    if not quiet:
-        noun = "file" if removed == 1 else "files"
-        _note(f"Removed {removed} lint cache {noun} from {folder}.")
-
-
-@contextlib.contextmanager
-def _progress_bar(enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
-    """A rich progress bar on stderr whenever stderr is a terminal (whatever stdout is), rich is installed
-    and there is enough work; otherwise nothing."""
-    if not enabled or not _stderr_is_terminal():
-        yield None
-        return
-    try:
-        from rich.console import Console
-        from rich.progress import Progress
-    except ImportError:  # the light install has no rich: no bar (rich comes with upsertsink[embedded])
-        yield None
-        return
-
-    with Progress(transient=True, console=Console(stderr=True)) as bar:
-        task = None
-
-        def update(done: int, total: int) -> None:
-            nonlocal task
-            if total < 50:
-                return
-            if task is None:
-                task = bar.add_task("linting", total=total)
-            bar.update(task, completed=done)
-
-        yield update
-
-
-def _stderr_is_terminal() -> bool:
-    try:
-        return os.isatty(sys.stderr.fileno())
-    except (AttributeError, OSError, ValueError):
-        return bool(getattr(sys.stderr, "isatty", lambda: False)())
+lint_command = _command()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -2,7 +2,9 @@
 
 ``upsertsink lint ...`` is first offered to the run records (:mod:`upsertsink.lint.runrecord`): when the same
 command ran before from the same folder and nothing it read has changed, its output is written again and the
-command exits, before click or the linter load. Everything else is the click command line
+command exits, before click or the linter load. Otherwise a plain lint command line is read without click
+(:func:`upsertsink.lint.command.quick_main`; importing click costs more than half of a one-file run's start-up
+on a slow machine). Everything else (``--help``, usage errors, the other commands) is the click command line
 (:mod:`upsertsink.cli`).
 
 A lint run that has finished (its output written, its workers joined, its cache and record saved) ends the
@@ -21,6 +23,12 @@ def main() -> None:
 
         code = replay(sys.argv[2:])
         if code is not None:
+            raise SystemExit(code)
+        from upsertsink.lint.command import quick_main
+
+        code = quick_main(sys.argv[2:])
+        if code is not None:
+            _hard_exit(code)
             raise SystemExit(code)
     from upsertsink.cli import main as cli
 

@@ -213,7 +213,7 @@ def test_no_progress_bar_and_no_error_without_rich(monkeypatch):
     """The light install has no rich (it comes with upsertsink[embedded]): on a terminal, no bar, no error."""
     import builtins
 
-    from upsertsink.lint import cli
+    from upsertsink.lint import command as cli
 
     real = builtins.__import__
 
