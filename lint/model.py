@@ -25,7 +25,7 @@ from upsertsink.lint.api import (
     pipeline_name,
 )
 from upsertsink.lint.facts import Span, Src
-from upsertsink.lint.scopes import LEAVES, SPECIAL, Scope, push_children
+from upsertsink.lint.scopes import Scope, walk
 from upsertsink.lint.structs import replace
 
 if TYPE_CHECKING:
@@ -88,28 +88,13 @@ class SemanticModel:
         self.fn_scopes.clear()
 
     def _collect(self) -> None:
-        stack: list[tuple[ast.AST, Scope]] = [(stmt, self.module) for stmt in self.tree.body]
-        visit = self._visit
-        special = SPECIAL
-        push = push_children
-        attribute = ast.Attribute
-        leaves = LEAVES
-        while stack:
-            node, scope = stack.pop()
-            cls = node.__class__
-            while cls is attribute:  # a fifth of all nodes: its one child is followed without the stack
-                node = node.value
-                cls = node.__class__
-            if cls in leaves:
-                continue
-            if cls in special:
-                visit(node, scope, stack)
-            else:
-                push(node, scope, stack)
+        walk([(stmt, self.module) for stmt in self.tree.body], self._visit)
         self.calls.sort(key=lambda cs: (cs[0].lineno, cs[0].col_offset))
         self.decorated.sort(key=lambda fs: (fs.node.lineno, fs.node.col_offset))
 
-    def _visit(self, node: ast.AST, scope: Scope, stack: list) -> None:
+    def _visit(self, node: ast.AST, scope: Scope, stack: list) -> bool:
+        """Record what ``node`` binds, imports or calls; True when its children are queued already (a
+        ``def``, ``lambda`` or ``class``, whose body has a scope of its own), False to queue them as usual."""
         t = type(node)
         if t is ast.Call:
             self.calls.append((node, scope))
@@ -171,7 +156,7 @@ class SemanticModel:
             else:
                 for stmt in node.body:
                     stack.append((stmt, fscope))
-            return
+            return True
         elif t is ast.ClassDef:
             scope.bind(node.name, None)
             cscope = self._scope("class", scope, node)
@@ -179,7 +164,7 @@ class SemanticModel:
                 stack.append((sub, scope))
             for stmt in node.body:
                 stack.append((stmt, cscope))
-            return
+            return True
         elif t is ast.Return:
             if node.value is not None:
                 scope.returns.append(node.value)
@@ -209,7 +194,7 @@ class SemanticModel:
                 scope.bind(node.name, None)
         elif t is ast.Global or t is ast.Nonlocal:
             scope.globals.update(node.names)
-        push_children(node, scope, stack)
+        return False
 
     def _bind_target(self, target: ast.AST, value: ast.AST, scope: Scope) -> None:
         t = type(target)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 SPECIAL = frozenset(
     {
@@ -60,7 +61,8 @@ _NON_NODE_FIELDS = {
 _FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
 
 
-def _child_fields(t: type) -> tuple[str, ...]:
+def child_fields(t: type) -> tuple[str, ...]:
+    """The fields of node class ``t`` that can hold child nodes."""
     fields = _FIELDS_CACHE.get(t)
     if fields is None:
         fields = tuple(f for f in t._fields if f not in _NON_NODE_FIELDS)
@@ -70,9 +72,10 @@ def _child_fields(t: type) -> tuple[str, ...]:
 
 def push_children(node: ast.AST, tag: object, stack: list, skip: frozenset = LEAVES) -> None:
     """Queue ``(child, tag)`` for the child nodes of ``node``, leaving out the node kinds in ``skip`` (by
-    default the leaves the model's pass never needs: names, constants, contexts, operators). The one walker
-    of the linter: the model's pass tags children with their scope, :func:`parent_map` with their parent."""
-    for f in _child_fields(node.__class__):
+    default the leaves the model's pass never needs: names, constants, contexts, operators). The one way
+    the linter finds children: :func:`parent_map` tags them with their parent, :func:`walk` (the model's
+    pass, which inlines this loop: half a million nodes for pyspark) with their scope."""
+    for f in child_fields(node.__class__):
         v = getattr(node, f, None)
         if v is None:
             continue
@@ -137,3 +140,39 @@ def parent_map(root: ast.AST) -> dict[int, ast.AST]:
         parent[id(node)] = up
         push_children(node, node, stack, _NOTHING)
     return parent
+
+
+def walk(stack: list[tuple[ast.AST, Scope]], visit: Callable[[ast.AST, Scope, list], bool]) -> None:
+    """Visit every node under the queued ``(node, scope)`` pairs, depth first, as the model's one pass does:
+    ``visit(node, scope, stack)`` for the kinds in SPECIAL (it returns True when it queued the children
+    itself, with a scope of their own), the children queued with the node's scope otherwise. Leaves are
+    skipped; an attribute chain is followed without the stack."""
+    special = SPECIAL
+    attribute = ast.Attribute
+    leaves = LEAVES
+    fields_of = child_fields
+    node_type = ast.AST
+    append = stack.append
+    pop = stack.pop
+    while stack:
+        node, scope = pop()
+        cls = node.__class__
+        while cls is attribute:  # a fifth of all nodes: its one child is followed without the stack
+            node = node.value
+            cls = node.__class__
+        if cls in leaves:
+            continue
+        if cls in special and visit(node, scope, stack):
+            continue
+        # the children, with the node's scope (push_children, inlined: every node that is not a leaf
+        # passes here)
+        for f in fields_of(cls):
+            v = getattr(node, f, None)
+            if v is None:
+                continue
+            if v.__class__ is list:
+                for x in v:
+                    if x.__class__ not in leaves and isinstance(x, node_type):
+                        append((x, scope))
+            elif v.__class__ not in leaves and isinstance(v, node_type):
+                append((v, scope))
