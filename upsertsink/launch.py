@@ -13,11 +13,13 @@ cost about 20 ms of a large run and does nothing a lint run needs (mypy ends the
 (Spark sessions, Delta writers) exit normally.
 """
 
+import os
 import sys
 
 
 def main() -> None:
-    lint = sys.argv[1:2] == ["lint"]
+    # click's shell completion (the variable its completion scripts set) is click's own business
+    lint = sys.argv[1:2] == ["lint"] and "_UPSERTSINK_COMPLETE" not in os.environ
     if lint:
         from upsertsink.lint.runrecord import replay
 
@@ -43,8 +45,6 @@ def main() -> None:
 def _hard_exit(code: int) -> None:
     """Flush the output streams and end the process without the interpreter's teardown; when a flush fails
     (a closed pipe), return and let the normal exit report it."""
-    import os
-
     try:
         sys.stdout.flush()
         sys.stderr.flush()

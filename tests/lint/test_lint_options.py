@@ -189,3 +189,10 @@ def test_the_script_behaves_as_the_click_command(project: Path, args: list[str])
     click_file = out_file.read_text(encoding="utf-8") if out_file.exists() else None
     assert quick == (clicked.returncode, clicked.stdout, clicked.stderr)
     assert quick_file == click_file
+
+
+def test_shell_completion_stays_with_click(project: Path) -> None:
+    env = {"_UPSERTSINK_COMPLETE": "bash_complete", "COMP_WORDS": "upsertsink lint --outp", "COMP_CWORD": "2"}
+    code, out, err = launch(project, "jobs", extra_env=env)  # a command line the quick reading accepts
+    assert (code, err) == (0, "") and "--output-format" in out and "--output-file" in out
+    assert "ND002" not in out  # completed, not linted
