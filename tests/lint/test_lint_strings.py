@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 import pytest
+
 from upsertsink.lint.strings import literal_text
 
 
