@@ -8,7 +8,8 @@ from pathlib import Path
 from upsertsink.lint import runrecord
 from upsertsink.lint.structs import field, struct
 
-# pathspec and the rules load when a setting needs them (a glob to match, a code to check): start-up counts.
+# The rules load when a setting needs them (a code to check), pathspec only for a glob beyond lint/globs.py's simple
+# forms: start-up counts.
 
 
 @struct(frozen=True)
@@ -143,11 +144,11 @@ class Settings:
             return []
         rel = _relative(path, self.root)
         out: list[str] = []
-        for glob, codes in self.per_file_ignores:
-            import pathspec
+        from upsertsink.lint.globs import compile_globs
 
+        for glob, codes in self.per_file_ignores:
             negated = glob.startswith("!")
-            spec = pathspec.GitIgnoreSpec.from_lines([glob[1:] if negated else glob])
+            spec = compile_globs([glob[1:] if negated else glob])
             if rel is not None and spec.match_file(rel) != negated:
                 out.extend(codes)
         return out

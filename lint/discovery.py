@@ -1,8 +1,9 @@
 """Finding the files to lint: Python files and notebooks under the paths given, honouring .gitignore files,
 the configured ``exclude`` globs and the built-in folder excludes; and the paths findings are shown with.
 
-pathspec is loaded only when there is a .gitignore or an exclude glob to match (start-up counts for small
-runs).
+Patterns are matched by :func:`upsertsink.lint.globs.compile_globs`: the simple forms real ignore files hold
+without pathspec, whose import costs more than the rest of a one-file run's start-up; the exclude globs are
+compiled only when a folder is walked (or ``--force-exclude`` asks about a file named explicitly).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from upsertsink.lint import runrecord
 from upsertsink.lint.config import Settings
+from upsertsink.lint.globs import compile_globs
 
 if TYPE_CHECKING:
-    import pathspec
+    from upsertsink.lint.globs import Matcher
 
 DEFAULT_EXCLUDES = [
     ".git/",
@@ -56,17 +58,13 @@ def default_excluded(rel: str, is_dir: bool) -> bool:
     return any(p in _DEFAULT_DIR_NAMES or p.endswith(_DEFAULT_DIR_SUFFIXES) for p in parts)
 
 
-def _gitignore_spec(folder: Path) -> pathspec.GitIgnoreSpec | None:
+def _gitignore_spec(folder: Path) -> Matcher | None:
     gi = folder / ".gitignore"
     runrecord.note(gi)
     if not gi.is_file():
         return None
-    import pathspec
-
     try:
-        return pathspec.GitIgnoreSpec.from_lines(
-            gi.read_text(encoding="utf-8", errors="replace").splitlines()
-        )
+        return compile_globs(gi.read_text(encoding="utf-8", errors="replace").splitlines())
     except (OSError, ValueError):
         return None
 
@@ -88,12 +86,7 @@ def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Pat
     """:func:`discover`'s files, each with its real path (resolved once: a folder's real path once per folder,
     a file's own only when it is a symbolic link)."""
     root = settings.root
-    if settings.excludes():
-        import pathspec
-
-        exclude = pathspec.GitIgnoreSpec.from_lines(settings.excludes())
-    else:
-        exclude = None
+    exclude: Matcher | None = None
     out: list[tuple[Path, Path]] = []
     seen: set[Path] = set()
     for given in paths:
@@ -111,13 +104,15 @@ def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Pat
         base = given.resolve()
         # ignore files above the walked folder (up to the project root) apply to what is below it,
         # unless they exclude the folder itself (then the explicit argument wins)
-        inherited: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
+        inherited: list[tuple[Path, Matcher]] = []
         for folder in [root, *[p for p in base.parents if rel_path(p, root) not in (None, ".")]]:
             spec = _gitignore_spec(folder)
             if spec is not None and rel_path(base, folder) is not None:
                 rel = rel_path(base, folder)
                 if rel == "." or not (spec.match_file(rel) or spec.match_file(rel + "/")):
                     inherited.append((folder, spec))
+        if exclude is None and settings.excludes():
+            exclude = compile_globs(settings.excludes())
         root_rel = rel_path(base, root)
         use_exclude = exclude is not None and not (
             root_rel not in (None, ".")
@@ -173,9 +168,7 @@ def is_excluded(path: Path, settings: Settings) -> bool:
     rel = rel_path(path.resolve(), settings.root.resolve())
     if not globs or rel is None:
         return False
-    import pathspec
-
-    spec = pathspec.GitIgnoreSpec.from_lines(globs)
+    spec = compile_globs(globs)
     parts = rel.split("/")
     return spec.match_file(rel) or any(
         spec.match_file("/".join(parts[:i]) + "/") for i in range(1, len(parts))

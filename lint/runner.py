@@ -28,8 +28,8 @@ from upsertsink.lint.structs import field, struct
 from upsertsink.lint.tree import ProjectModules, RunFile, Tree, module_root
 from upsertsink.lint.workers import Workers, enough_work
 
-# Loaded when needed (start-up counts for small runs): pathspec when there is a .gitignore or an exclude glob
-# to match, the process pool when there is enough work for it, the analysis when a file is not in the cache.
+# Loaded when needed (start-up counts for small runs): pathspec when an ignore file or glob has a form beyond
+# lint/globs.py's, the process pool when there is enough work for it, the analysis when a file is not cached.
 
 
 @struct

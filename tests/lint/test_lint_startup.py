@@ -119,6 +119,41 @@ def test_a_run_without_a_config_file_loads_no_toml_reader(tmp_path: Path) -> Non
     assert json.loads(out)["findings"] == [] and loaded(result["modules"], "tomllib")
 
 
+def _git_project(root: Path, gitignore: str) -> None:
+    """A project as users have one: a .gitignore, exclude globs in pyproject.toml, files both ignore."""
+    (root / ".gitignore").write_text(gitignore, encoding="utf-8")
+    (root / "pyproject.toml").write_text(
+        "[tool.upsertsink.lint]\nexclude = ['legacy/', '*_old.py']\n", encoding="utf-8"
+    )
+    for rel in ("job.py", "jobs/etl.py", "build/lib/job.py", "legacy/job.py", "jobs/etl_old.py", "data/x.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(JOB, encoding="utf-8")
+
+
+GITIGNORE = "# the usual\n__pycache__/\n*.py[cod]\nbuild/\n/data/\n.venv\n"
+
+
+def test_a_project_with_a_gitignore_and_excludes_loads_no_pathspec(tmp_path: Path) -> None:
+    """The simple forms of ignore files and exclude globs are matched without pathspec, whose import costs
+    more than the rest of a one-file run's start-up (lint/globs.py); what they exclude stays excluded."""
+    _git_project(tmp_path, GITIGNORE)
+    result, out = run_cli(tmp_path, "lint", "job.py", "--no-cache", "--format", "json")
+    assert [f["path"] for f in json.loads(out)["findings"]] == ["job.py"]
+    assert not loaded(result["modules"], "pathspec")
+    result, out = run_cli(tmp_path, "lint", ".", "--no-cache", "--format", "json")
+    assert sorted(f["path"] for f in json.loads(out)["findings"]) == ["job.py", "jobs/etl.py"]
+    assert not loaded(result["modules"], "pathspec")
+    result, out = run_cli(tmp_path, "lint", "legacy/job.py", "--no-cache", "--force-exclude", "--format", "json")
+    assert json.loads(out)["findings"] == [] and not loaded(result["modules"], "pathspec")
+
+
+def test_an_ignore_file_beyond_the_simple_forms_is_matched_by_pathspec(tmp_path: Path) -> None:
+    _git_project(tmp_path, GITIGNORE + "jobs/*\n!jobs/etl.py\n")
+    result, out = run_cli(tmp_path, "lint", ".", "--no-cache", "--format", "json")
+    assert sorted(f["path"] for f in json.loads(out)["findings"]) == ["job.py", "jobs/etl.py"]
+    assert loaded(result["modules"], "pathspec")
+
+
 def test_sql_the_parser_cannot_read_leaves_no_message_of_its_own(tmp_path: Path) -> None:
     """sqlglot logs a warning for statements it parses as a bare command (OPTIMIZE, VACUUM): the linter's
     output stays its own."""
