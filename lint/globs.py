@@ -100,7 +100,9 @@ def compile_globs(lines: Iterable[str]) -> Matcher:
     """A matcher for gitignore-style ``lines`` (blank lines and ``#`` comments skipped): the simple forms
     here, anything else by pathspec's ``GitIgnoreSpec``."""
     lines = list(lines)
-    kinds: dict[str, list[str]] = {k: [] for k in ("names_dir", "names_file", "paths_dir", "paths_file", "below")}
+    kinds: dict[str, list[str]] = {
+        k: [] for k in ("names_dir", "names_file", "paths_dir", "paths_file", "below")
+    }
     for line in lines:
         if not line or line.startswith("#"):
             continue

@@ -150,7 +150,9 @@ def same(lines: list[str], paths: list[str]) -> None:
     [
         PYTHON_TEMPLATE,
         (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines(),
-        tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["upsertsink"]["lint"]["exclude"],
+        tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["upsertsink"]["lint"][
+            "exclude"
+        ],
     ],
     ids=["python-template", "this-repository", "this-repository-excludes"],
 )
@@ -161,7 +163,22 @@ def test_common_ignore_files_are_matched_without_pathspec(lines: list[str]) -> N
 
 
 @pytest.mark.parametrize(
-    "line", ["!keep.py", "docs/**/", "docs/**/x", "**/tmp", "a\\#b", "trailing ", " leading", "a//b", "[]x", "[a", "./x", "[.-9]", "[!a]b"]
+    "line",
+    [
+        "!keep.py",
+        "docs/**/",
+        "docs/**/x",
+        "**/tmp",
+        "a\\#b",
+        "trailing ",
+        " leading",
+        "a//b",
+        "[]x",
+        "[a",
+        "./x",
+        "[.-9]",
+        "[!a]b",
+    ],
 )
 def test_other_forms_go_to_pathspec(line: str) -> None:
     lines = ["build/", line]
