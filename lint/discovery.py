@@ -69,6 +69,17 @@ def _gitignore_spec(folder: Path) -> Matcher | None:
         return None
 
 
+def _below(full: str, folder: str) -> str | None:
+    """``full`` relative to ``folder`` (both absolute path strings), forward slashes; None when not below it.
+    What :func:`rel_path` gives for a path below the folder, without building Path objects (the walk asks
+    it for every file and folder, against every ignore file in force)."""
+    prefix = folder if folder.endswith(os.sep) else folder + os.sep
+    if not full.startswith(prefix):
+        return None
+    rel = full[len(prefix) :]
+    return rel if os.sep == "/" else rel.replace(os.sep, "/")
+
+
 def rel_path(path: Path, base: Path) -> str | None:
     try:
         return path.relative_to(base).as_posix()
@@ -118,43 +129,44 @@ def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Pat
             root_rel not in (None, ".")
             and (exclude.match_file(root_rel) or exclude.match_file(root_rel + "/"))
         )
+        base_s, root_s = str(base), str(root)
         for dirpath, dirnames, filenames in os.walk(base):
             runrecord.note(dirpath)  # an entry added, removed or renamed changes its modification time
             d = Path(dirpath)
             real_dir = os.path.realpath(dirpath)
-            specs = list(inherited)
             local = _gitignore_spec(d)
             if local is not None and d != root:
                 inherited.append((d, local))
-                specs.append((d, local))
+            specs = [(str(folder), spec) for folder, spec in inherited]
 
-            def ignored(p: Path, is_dir: bool, specs=specs, base=base, use_exclude=use_exclude) -> bool:
+            def ignored(full: str, is_dir: bool, specs=specs, use_exclude=use_exclude) -> bool:
                 suffix = "/" if is_dir else ""
-                rel_walk = rel_path(p, base)
+                rel_walk = _below(full, base_s)
                 if rel_walk is not None and default_excluded(rel_walk, is_dir):
                     return True
                 for folder, spec in specs:
-                    rel = rel_path(p, folder)
+                    rel = _below(full, folder)
                     if rel is not None and spec.match_file(rel + suffix):
                         return True
                 if use_exclude:
-                    rel = rel_path(p, root)
+                    rel = _below(full, root_s)
                     if rel is not None and exclude.match_file(rel + suffix):
                         return True
                 return False
 
+            join = os.path.join
             if specs or use_exclude:
-                dirnames[:] = sorted(n for n in dirnames if not ignored(d / n, True))
+                dirnames[:] = sorted(n for n in dirnames if not ignored(join(dirpath, n), True))
             else:  # only the built-in folder excludes apply: by name, and never to a file (see default_excluded)
                 dirnames[:] = sorted(n for n in dirnames if not default_excluded(n, True))
             for name in sorted(filenames):
                 if not (name.endswith((".py", ".pyi", ".ipynb"))):
                     continue
-                p = d / name
-                if (specs or use_exclude) and ignored(p, False):
+                full = join(dirpath, name)
+                if (specs or use_exclude) and ignored(full, False):
                     continue
-                full = os.path.join(dirpath, name)
-                rp = Path(os.path.realpath(full) if os.path.islink(full) else os.path.join(real_dir, name))
+                p = d / name
+                rp = Path(os.path.realpath(full) if os.path.islink(full) else join(real_dir, name))
                 if rp not in seen:
                     seen.add(rp)
                     out.append((p, rp))
