@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from upsertsink.lint import sqlsimple
 from upsertsink.lint.catalogue import SQL_CLAUSES
 from upsertsink.lint.sqlparts import (
     Positions,
@@ -255,9 +256,17 @@ def parse_expression(text: str) -> Any:
 
 @lru_cache(maxsize=4096)
 def analyze_expression(text: str) -> tuple[bool, str | None, SqlPart]:
-    """Analyze one SQL expression (``F.expr``, ``selectExpr``, filters, merge values): ok, alias, part."""
-    sqlglot = sqlglot_module()
+    """Analyze one SQL expression (``F.expr``, ``selectExpr``, filters, merge values): ok, alias, part.
+    A simple one (columns, literals, comparisons, AND/OR: :mod:`.sqlsimple`) without sqlglot."""
+    simple = sqlsimple.parse(text)
+    if simple is not None:
+        return True, sqlsimple.alias(simple), SqlPart(refs=sqlsimple.columns(simple))
+    return analyze_expression_sqlglot(text)
 
+
+def analyze_expression_sqlglot(text: str) -> tuple[bool, str | None, SqlPart]:
+    """:func:`analyze_expression` by sqlglot, whatever the text."""
+    sqlglot = sqlglot_module()
     exp = exp_module()
     try:
         tree = sqlglot.parse_one(text, read="spark")
@@ -293,22 +302,17 @@ def _newer_columns(cond) -> list[str]:
 @lru_cache(maxsize=4096)
 def condition_sequences(text: str) -> list[str]:
     """Newer-wins columns of a merge clause condition (``s.v > t.v`` -> [v])."""
-    sqlglot = sqlglot_module()
-
-    try:
-        tree = sqlglot.parse_one(text, read="spark")
-    except Exception:  # noqa: BLE001
-        return []
+    simple = sqlsimple.parse(text)
+    if simple is not None:
+        return sqlsimple.newer_columns(simple)
+    tree = parse_expression(text)
     return _newer_columns(tree) if tree is not None else []
 
 
 @lru_cache(maxsize=4096)
 def condition_keys(text: str) -> list[str]:
     """Columns compared with ``=`` in a merge condition (``t.k = s.k AND t.j = s.j`` -> [k, j])."""
-    sqlglot = sqlglot_module()
-
-    try:
-        tree = sqlglot.parse_one(text, read="spark")
-    except Exception:  # noqa: BLE001
-        return []
-    return _eq_columns(tree)
+    simple = sqlsimple.parse(text)
+    if simple is not None:
+        return sqlsimple.eq_columns(simple)
+    return _eq_columns(parse_expression(text))

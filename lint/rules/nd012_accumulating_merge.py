@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint import chains
+from upsertsink.lint import chains, sqlsimple
 from upsertsink.lint.rules._writes_common import TRIGGERS, const, sql_module
 from upsertsink.lint.rules.base import Invalid, Valid, WriteRule
 
@@ -69,6 +69,15 @@ def _sql_accumulates(node: Any, column: str, names: frozenset[str]) -> str | Non
     return None
 
 
+def _text_accumulates(text: str, column: str, names: frozenset[str]) -> str | None:
+    """:func:`_sql_accumulates` of a SQL text. A simple one (columns, literals and comparisons:
+    lint/sqlsimple.py) folds nothing into a column and is answered without sqlglot."""
+    if sqlsimple.parse(text) is not None:
+        return None
+    tree = sql_module().parse_expression(text)
+    return _sql_accumulates(tree, column, names) if tree is not None else None
+
+
 def _py_self_ref(
     ctx: Context, node: ast.AST, scope: Any, column: str, names: frozenset[str], strings: bool
 ) -> bool:
@@ -111,8 +120,7 @@ def _py_accumulates(
         and ctx.values.str_value(node, scope) is not None
     ):
         text = ctx.values.str_value(node, scope)
-        tree = sql_module().parse_expression(text.text) if text is not None else None
-        return _sql_accumulates(tree, column, names) if tree is not None else None
+        return _text_accumulates(text.text, column, names) if text is not None else None
     for sub in ast.walk(node):
         t = type(sub)
         if t is ast.BinOp and isinstance(sub.op, _PY_ADDS):
@@ -122,8 +130,7 @@ def _py_accumulates(
             sname = ctx.model.spark_name(ctx.model.qualname(sub.func, scope))
             if sname == "expr" and sub.args:
                 text = ctx.values.str_value(sub.args[0], scope)
-                tree = sql_module().parse_expression(text.text) if text is not None else None
-                kind = _sql_accumulates(tree, column, names) if tree is not None else None
+                kind = _text_accumulates(text.text, column, names) if text is not None else None
                 if kind:
                     return kind
             elif (sname in _APPEND_NAMES or sname in _UNION_NAMES) and any(
