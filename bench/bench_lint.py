@@ -44,6 +44,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 JOB_TREES = ["tests/lint/fixtures/corpus", "examples", "tests/lint/fixtures/jobs"]
 SMALL_JOB = "from pyspark.sql import functions as F\n\ndf2 = df.withColumn('id', F.rand())\n"
+# an upsert job as most are: a merge condition, a newer-wins update condition, columns as values
+MERGE_JOB = (
+    "from delta.tables import DeltaTable\n"
+    "from pyspark.sql import functions as F\n\n"
+    "updates = spark.read.table('staging').withColumn('loaded_at', F.current_timestamp())\n"
+    "(\n"
+    "    DeltaTable.forName(spark, 'orders').alias('t')\n"
+    "    .merge(updates.alias('s'), 't.order_id = s.order_id')\n"
+    "    .whenMatchedUpdate(condition='s.version > t.version', set={'status': 's.status'})\n"
+    "    .whenNotMatchedInsertAll()\n"
+    "    .execute()\n"
+    ")\n"
+)
 # a project as most are: a .gitignore (lines of GitHub's Python template) and exclude globs in its config
 PROJECT_GITIGNORE = "__pycache__/\n*.py[cod]\nbuild/\ndist/\n*.egg-info/\n.venv\n.pytest_cache/\n/site\n"
 PROJECT_CONFIG = '[tool.upsertsink.lint]\nexclude = ["tests/**", "legacy/"]\n'
@@ -192,6 +205,8 @@ def measure(args: argparse.Namespace, info: dict, pyspark: Path, scratch: Path) 
     small = scratch / "one" / "job.py"
     small.parent.mkdir()
     small.write_text(SMALL_JOB, encoding="utf-8")
+    merge_job = small.parent / "merge_job.py"
+    merge_job.write_text(MERGE_JOB, encoding="utf-8")
     hour_ago = time.time() - 3600
     os.utime(small, (hour_ago, hour_ago))
     project = scratch / "project"
@@ -263,6 +278,7 @@ def measure(args: argparse.Namespace, info: dict, pyspark: Path, scratch: Path) 
                 "--no-cache",
             ],
         )
+        r.run("startup: lint one merge job, no cache", ours(merge_job, "--no-cache"))
         r.run("startup: ruff one file, no cache", [*ruff, "--no-cache", str(small)])
         r.run("startup: ruff one file, cached", [*ruff, *ruff_cache, str(small)])
         r.run("shell env: upsertsink --version", [*us, "--version"], env=shell_env)
@@ -289,6 +305,10 @@ def measure(args: argparse.Namespace, info: dict, pyspark: Path, scratch: Path) 
         "startup: lint one file, no cache < 0.1 s (min)": wall["startup: lint one file, no cache"]["min"]
         < TARGETS["startup_s"],
         "startup: lint one file, cached < 0.1 s (min)": wall["startup: lint one file, cached"]["min"]
+        < TARGETS["startup_s"],
+        "startup: lint one merge job, no cache < 0.1 s (min)": wall["startup: lint one merge job, no cache"][
+            "min"
+        ]
         < TARGETS["startup_s"],
         "startup: lint one file in a project, no cache < 0.1 s (min)": wall[
             "startup: lint one file in a project, no cache"
