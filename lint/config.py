@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from upsertsink.lint import runrecord
 from upsertsink.lint.structs import field, struct
+
+if TYPE_CHECKING:
+    from upsertsink.lint.globs import Matcher
 
 # The rules load when a setting needs them (a code to check), pathspec only for a glob beyond lint/globs.py's simple
 # forms: start-up counts.
@@ -137,6 +141,10 @@ class Settings:
         """The exclude globs in force: ``exclude`` then ``extend-exclude``."""
         return [*self.exclude, *self.extend_exclude]
 
+    def exclude_matcher(self) -> Matcher:
+        """The exclude globs compiled (:class:`ConfigError` naming a glob pathspec cannot read)."""
+        return _compile_globs(self.excludes(), "exclude", self.config_path)
+
     def ignored_in(self, path: Path) -> list[str]:
         """The codes ``per-file-ignores`` switches off for ``path`` (matched relative to the project root,
         gitignore-style: a glob without ``/`` matches the file name at any depth)."""
@@ -144,14 +152,22 @@ class Settings:
             return []
         rel = _relative(path, self.root)
         out: list[str] = []
-        from upsertsink.lint.globs import compile_globs
-
         for glob, codes in self.per_file_ignores:
             negated = glob.startswith("!")
-            spec = compile_globs([glob[1:] if negated else glob])
+            spec = _compile_globs([glob[1:] if negated else glob], "per-file-ignores", self.config_path)
             if rel is not None and spec.match_file(rel) != negated:
                 out.extend(codes)
         return out
+
+
+def _compile_globs(globs: list[str], setting: str, config_path: Path | None) -> Matcher:
+    from upsertsink.lint.globs import GlobError, compile_globs
+
+    try:
+        return compile_globs(globs)
+    except GlobError as exc:
+        where = config_path if config_path is not None else "the command line"
+        raise ConfigError(f"{where}: {setting}: {exc} (gitignore-style globs)") from exc
 
 
 def _relative(path: Path, root: Path) -> str | None:

@@ -64,7 +64,8 @@ def _gitignore_spec(folder: Path) -> Matcher | None:
     if not gi.is_file():
         return None
     try:
-        return compile_globs(gi.read_text(encoding="utf-8", errors="replace").splitlines())
+        # a line pathspec cannot read is left out, as git leaves out what it cannot read
+        return compile_globs(gi.read_text(encoding="utf-8", errors="replace").splitlines(), skip_invalid=True)
     except (OSError, ValueError):
         return None
 
@@ -123,7 +124,7 @@ def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Pat
                 if rel == "." or not (spec.match_file(rel) or spec.match_file(rel + "/")):
                     inherited.append((folder, spec))
         if exclude is None and settings.excludes():
-            exclude = compile_globs(settings.excludes())
+            exclude = settings.exclude_matcher()
         root_rel = rel_path(base, root)
         use_exclude = exclude is not None and not (
             root_rel not in (None, ".")
@@ -139,7 +140,9 @@ def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Pat
                 inherited.append((d, local))
             specs = [(str(folder), spec) for folder, spec in inherited]
 
-            def ignored(full: str, is_dir: bool, specs=specs, use_exclude=use_exclude) -> bool:
+            def ignored(
+                full: str, is_dir: bool, specs=specs, use_exclude=use_exclude, base_s=base_s, exclude=exclude
+            ) -> bool:
                 suffix = "/" if is_dir else ""
                 rel_walk = _below(full, base_s)
                 if rel_walk is not None and default_excluded(rel_walk, is_dir):
@@ -149,7 +152,7 @@ def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Pat
                     if rel is not None and spec.match_file(rel + suffix):
                         return True
                 if use_exclude:
-                    rel = _below(full, root_s)
+                    rel = _below(full, root_s)  # noqa: B023 - root_s is the same for every folder
                     if rel is not None and exclude.match_file(rel + suffix):
                         return True
                 return False
@@ -180,7 +183,7 @@ def is_excluded(path: Path, settings: Settings) -> bool:
     rel = rel_path(path.resolve(), settings.root.resolve())
     if not globs or rel is None:
         return False
-    spec = compile_globs(globs)
+    spec = settings.exclude_matcher()
     parts = rel.split("/")
     return spec.match_file(rel) or any(
         spec.match_file("/".join(parts[:i]) + "/") for i in range(1, len(parts))

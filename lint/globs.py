@@ -33,6 +33,14 @@ class Matcher(Protocol):
     def match_file(self, file: str) -> bool: ...
 
 
+class GlobError(ValueError):
+    """A pattern pathspec cannot compile (``!`` alone, a class like ``[?-.]``); ``pattern`` names it."""
+
+    def __init__(self, pattern: str) -> None:
+        super().__init__(f"invalid pattern {pattern!r}")
+        self.pattern = pattern
+
+
 def _segment(seg: str) -> str | None:
     """The regular expression of one pattern segment, or None when it is not a simple form."""
     if not seg or "**" in seg or "\\" in seg:
@@ -96,9 +104,10 @@ class _Simple:
         return False
 
 
-def compile_globs(lines: Iterable[str]) -> Matcher:
+def compile_globs(lines: Iterable[str], skip_invalid: bool = False) -> Matcher:
     """A matcher for gitignore-style ``lines`` (blank lines and ``#`` comments skipped): the simple forms
-    here, anything else by pathspec's ``GitIgnoreSpec``."""
+    here, anything else by pathspec's ``GitIgnoreSpec``. A pattern pathspec cannot compile raises
+    :class:`GlobError` naming it, or with ``skip_invalid`` (an ignore file, as git reads one) is left out."""
     lines = list(lines)
     kinds: dict[str, list[str]] = {
         k: [] for k in ("names_dir", "names_file", "paths_dir", "paths_file", "below")
@@ -107,7 +116,7 @@ def compile_globs(lines: Iterable[str]) -> Matcher:
         if not line or line.startswith("#"):
             continue
         if line.startswith("!") or line != line.strip():
-            return _pathspec(lines)
+            return _pathspec(lines, skip_invalid)
         dir_only = line.endswith("/")
         body = line[:-1] if dir_only else line
         below = not dir_only and body.endswith("/**")
@@ -117,7 +126,7 @@ def compile_globs(lines: Iterable[str]) -> Matcher:
         segments = body[1:].split("/") if body.startswith("/") else body.split("/")
         regexes = [_segment(s) for s in segments]
         if any(r is None for r in regexes) or "." in segments or ".." in segments:
-            return _pathspec(lines)
+            return _pathspec(lines, skip_invalid)
         regex = "/".join(r for r in regexes if r is not None)
         if below:
             kinds["below"].append(regex)
@@ -128,7 +137,20 @@ def compile_globs(lines: Iterable[str]) -> Matcher:
     return _Simple(kinds)
 
 
-def _pathspec(lines: list[str]) -> Matcher:
+def _pathspec(lines: list[str], skip_invalid: bool) -> Matcher:
     import pathspec
 
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except (ValueError, re.error):  # pathspec lets re.error out of a class it cannot translate
+        pass
+    good = []
+    for line in lines:
+        try:
+            pathspec.GitIgnoreSpec.from_lines([line])
+        except (ValueError, re.error) as exc:
+            if not skip_invalid:
+                raise GlobError(line) from exc
+            continue
+        good.append(line)
+    return pathspec.GitIgnoreSpec.from_lines(good)

@@ -7,6 +7,7 @@ files (GitHub's Python template, this repository's own) must be matched without 
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -14,8 +15,9 @@ import pathspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lint_helpers import launch
 
-from upsertsink.lint.globs import compile_globs
+from upsertsink.lint.globs import GlobError, compile_globs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -230,3 +232,45 @@ def test_comments_and_blank_lines_are_skipped() -> None:
     matcher = compile_globs(["# build/", "", "dist/"])
     assert not matcher.match_file("build/") and matcher.match_file("dist/")
     assert not isinstance(matcher, pathspec.PathSpec)
+
+
+@pytest.mark.parametrize("bad", ["[?-.]", "!"])
+def test_a_pattern_pathspec_cannot_read_is_named_or_left_out(bad: str) -> None:
+    with pytest.raises(GlobError) as err:
+        compile_globs(["build/", bad])
+    assert err.value.pattern == bad and repr(bad) in str(err.value)
+    matcher = compile_globs(["build/", bad, "*.log"], skip_invalid=True)  # an ignore file, as git reads it
+    assert matcher.match_file("build/") and matcher.match_file("x/run.log") and not matcher.match_file("a.py")
+
+
+JOB = "from pyspark.sql import functions as F\ndf2 = df.withColumn('id', F.rand())\n"
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ('exclude = ["legacy/", "[?-.]"]', "exclude: invalid pattern '[?-.]'"),
+        ('extend-exclude = ["!"]', "exclude: invalid pattern '!'"),
+        ('per-file-ignores = { "[?-.]" = ["ND002"] }', "per-file-ignores: invalid pattern '[?-.]'"),
+    ],
+)
+def test_a_bad_glob_in_the_config_is_a_usage_error_naming_it(
+    tmp_path: Path, setting: str, message: str
+) -> None:
+    """Before, pathspec's own exception (re.error, GitIgnorePatternError) reached the user as a traceback."""
+    (tmp_path / "pyproject.toml").write_text(f"[tool.upsertsink.lint]\n{setting}\n", encoding="utf-8")
+    (tmp_path / "job.py").write_text(JOB, encoding="utf-8")
+    code, out, err = launch(tmp_path, ".", "--no-cache")
+    assert code == 2 and out == ""
+    assert message in err and str(tmp_path / "pyproject.toml") in err and "Traceback" not in err, err
+
+
+def test_a_bad_line_in_a_gitignore_is_left_out_and_the_others_apply(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.upsertsink.lint]\n", encoding="utf-8")
+    (tmp_path / ".gitignore").write_text("[?-.]\n!\ngenerated/\n", encoding="utf-8")
+    for rel in ("job.py", "generated/job.py"):
+        (tmp_path / rel).parent.mkdir(exist_ok=True)
+        (tmp_path / rel).write_text(JOB, encoding="utf-8")
+    code, out, err = launch(tmp_path, ".", "--no-cache", "--format", "json")
+    assert code == 0 and "Traceback" not in err, err
+    assert [f["path"] for f in json.loads(out)["findings"]] == ["job.py"]
