@@ -12,8 +12,8 @@ from upsertsink.lint.structs import field, struct
 if TYPE_CHECKING:
     from upsertsink.lint.globs import Matcher
 
-# The rules load when a setting needs them (a code to check), pathspec only for a glob beyond lint/globs.py's simple
-# forms: start-up counts.
+# The rules load when a setting needs them (a code to check), pathspec only for a glob beyond the simple forms
+# of lint/globs.py: start-up counts.
 
 
 @struct(frozen=True)

@@ -141,7 +141,13 @@ def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Pat
             specs = [(str(folder), spec) for folder, spec in inherited]
 
             def ignored(
-                full: str, is_dir: bool, specs=specs, use_exclude=use_exclude, base_s=base_s, exclude=exclude
+                full: str,
+                is_dir: bool,
+                specs=specs,
+                use_exclude=use_exclude,
+                base_s=base_s,
+                root_s=root_s,
+                exclude=exclude,
             ) -> bool:
                 suffix = "/" if is_dir else ""
                 rel_walk = _below(full, base_s)
@@ -152,7 +158,7 @@ def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Pat
                     if rel is not None and spec.match_file(rel + suffix):
                         return True
                 if use_exclude:
-                    rel = _below(full, root_s)  # noqa: B023 - root_s is the same for every folder
+                    rel = _below(full, root_s)
                     if rel is not None and exclude.match_file(rel + suffix):
                         return True
                 return False

@@ -45,8 +45,11 @@ def _segment(seg: str) -> str | None:
     """The regular expression of one pattern segment, or None when it is not a simple form."""
     if not seg or "**" in seg or "\\" in seg:
         return None
+    tokens = _TOKEN.findall(seg)
+    if "".join(tokens) != seg:
+        return None
     out = []
-    for tok in _TOKEN.findall(seg):
+    for tok in tokens:
         if tok == "*":
             out.append("[^/]*")
         elif tok == "?":
@@ -59,9 +62,7 @@ def _segment(seg: str) -> str | None:
         elif _PLAIN_SEGMENT.fullmatch(tok):
             out.append(re.escape(tok))
         else:
-            return None  # a lone ']' or '[' not closing
-    if "".join(_TOKEN.findall(seg)) != seg:
-        return None
+            return None  # a lone ']'
     return "".join(out)
 
 
@@ -140,17 +141,17 @@ def compile_globs(lines: Iterable[str], skip_invalid: bool = False) -> Matcher:
 def _pathspec(lines: list[str], skip_invalid: bool) -> Matcher:
     import pathspec
 
+    errors = (ValueError, re.error)  # pathspec lets re.error out of a class it cannot translate
     try:
         return pathspec.GitIgnoreSpec.from_lines(lines)
-    except (ValueError, re.error):  # pathspec lets re.error out of a class it cannot translate
-        pass
-    good = []
+    except errors:
+        pass  # find the patterns it cannot read: the first one named, or (an ignore file) all left out
+    bad = []
     for line in lines:
         try:
             pathspec.GitIgnoreSpec.from_lines([line])
-        except (ValueError, re.error) as exc:
+        except errors as exc:
             if not skip_invalid:
                 raise GlobError(line) from exc
-            continue
-        good.append(line)
-    return pathspec.GitIgnoreSpec.from_lines(good)
+            bad.append(line)
+    return pathspec.GitIgnoreSpec.from_lines([line for line in lines if line not in bad])

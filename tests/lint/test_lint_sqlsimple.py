@@ -15,12 +15,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlglot.dialects.spark import Spark
 
 from upsertsink.lint import sql, sqlsimple
-from upsertsink.lint.sqlparts import sqlglot_module
-
-sqlglot_module()
-from sqlglot.dialects.spark import Spark  # noqa: E402 - after the linter quiets sqlglot's logger
 
 
 def by_sqlglot(text: str) -> tuple | None:
@@ -145,7 +142,20 @@ def test_everything_else_goes_to_sqlglot(text: str) -> None:
     assert sqlsimple.parse(text) is None
 
 
-NAMES = ["id", "t.id", "s.id", "a", "s.version", "t.version", "op", "x_1", "T.Id", "first", "updated_at", "s.key"]
+NAMES = [
+    "id",
+    "t.id",
+    "s.id",
+    "a",
+    "s.version",
+    "t.version",
+    "op",
+    "x_1",
+    "T.Id",
+    "first",
+    "updated_at",
+    "s.key",
+]
 LITERALS = ["1", "0.5", "'D'", "''", "true", "FALSE", "null"]
 OPS = ["=", "==", "!=", "<>", "<=>", "<", "<=", ">", ">="]
 operand = st.sampled_from(NAMES + LITERALS)
