@@ -78,6 +78,11 @@ for _rule in ALL_RULES:
     for _method, _hook in _rule.method_hooks.items():
         if _hook not in METHOD_HOOKS.get(_method, ()):
             METHOD_HOOKS[_method] = (*METHOD_HOOKS.get(_method, ()), _hook)
+# Attribute name -> the detectors of ``x.attr[...]`` reads (a subscript node, not a call).
+SUBSCRIPT_HOOKS: dict[str, tuple] = {}
+for _rule in ALL_RULES:
+    for _attr, _hook in _rule.subscript_hooks.items():
+        SUBSCRIPT_HOOKS[_attr] = (*SUBSCRIPT_HOOKS.get(_attr, ()), _hook)
 # Detectors that run once per module, and the fixes catalogue sources offer (rule code -> hook).
 MODULE_HOOKS: tuple = tuple(hook for rule in ALL_RULES for hook in rule.module_hooks)
 FIX_HOOKS: dict[str, object] = {rule.code: rule.fix_hook for rule in ALL_RULES if rule.fix_hook is not None}
@@ -120,6 +125,7 @@ TRIGGER_WORDS: frozenset[str] = frozenset(
     set(SPARK_FUNCTIONS)
     | SPARK_RANKING
     | set(METHOD_HOOKS)
+    | set(SUBSCRIPT_HOOKS)
     | {name.rsplit(".", 1)[1] for name in (*PYTHON_CALLS, *PYTHON_CALLS_NO_ARGS, *PYTHON_CALLS_ONE_ARG)}
     | _union("trigger_words")
     | set(METHOD_SOURCES)

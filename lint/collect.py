@@ -23,7 +23,7 @@ from upsertsink.lint.api import (
     STORE_METHODS,
     pipeline_name,
 )
-from upsertsink.lint.catalogue import METHOD_HOOKS
+from upsertsink.lint.catalogue import METHOD_HOOKS, SUBSCRIPT_HOOKS
 from upsertsink.lint.facts import Facts, KeyDecl, RowEffect, Src, Write, strip_qualifier, summary_sources
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.pipelines import _pipeline_flow
@@ -83,7 +83,7 @@ class Collector:
                 self.writes_data = True  # a pipeline table's query function: its DataFrame is the table
         for sub, scope in model.attr_subscripts:  # pdf.iloc[:10]: the rules' hooks of ``iloc`` read it
             self._current = sub
-            for hook in METHOD_HOOKS.get(sub.value.attr, ()):
+            for hook in SUBSCRIPT_HOOKS.get(sub.value.attr, ()):
                 hook(ctx, sub, scope)
         for target, value, scope in model.sub_writes:
             sl = target.slice

@@ -34,6 +34,7 @@ class Values:
         self.root = root  # the project root: only .sql files inside it are read
         self.deps: dict[str, str] = {}  # files read for SQL text -> content digest (ABSENT: looked, none)
         self._memo: dict[int, PosText | None] = {}
+        self._busy: set[int] = set()  # ids of the nodes const_strings is evaluating (a cycle is unknown)
         self._holes = 0
 
     # ------------------------------------------------------------------ strings
@@ -296,8 +297,21 @@ class Values:
         return PosText.at(text, self.model.span(call)[:2], origins)
 
     def const_strings(self, node: ast.AST | None, scope: Scope) -> list[str] | None:
+        """The strings a constant expression evaluates to (a literal, a list of them, ``+``, a name or
+        ``self.attr`` bound once to one, another file's constant); None when unknown. Names bound to each
+        other in a cycle (``a = b`` ... ``b = a``) are unknown."""
         if node is None:
             return None
+        key = id(node)
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        try:
+            return self._const_strings(node, scope)
+        finally:
+            self._busy.discard(key)
+
+    def _const_strings(self, node: ast.AST, scope: Scope) -> list[str] | None:
         t = type(node)
         if t is ast.Constant and isinstance(node.value, str):
             return [node.value]

@@ -166,6 +166,9 @@ class Rule:
     catalogue: Catalogue = field(default_factory=Catalogue)
     # DataFrame method name -> detector called for every ``x.method(...)`` call of the analyzed code
     method_hooks: Mapping[str, MethodHook] = field(default_factory=dict)
+    # attribute name -> detector called for every ``x.attr[...]`` read (pandas' ``iloc``): a subscript, never
+    # a call (``x.iloc(axis=0)`` and ``cfg.limit[0]`` reach neither kind of hook of the other)
+    subscript_hooks: Mapping[str, MethodHook] = field(default_factory=dict)
     # detectors run once per module after all calls were seen (see ModuleHook)
     module_hooks: tuple[ModuleHook, ...] = ()
     # the fix a catalogue source of this rule offers, if any (see FixHook)

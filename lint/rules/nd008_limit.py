@@ -97,7 +97,8 @@ pandas), also after a column selection (`pdf[cols].head()`), unless `sort_values
 Spark's `head(n)` and `tail(n)` are actions that only look.
 """,
     why="A replay can write a different subset of rows.",
-    method_hooks={"limit": _limit_hook, "head": _head_hook, "tail": _head_hook, "iloc": _iloc_hook},
+    method_hooks={"limit": _limit_hook, "head": _head_hook, "tail": _head_hook},
+    subscript_hooks={"iloc": _iloc_hook},
     catalogue=Catalogue(sql_clauses=frozenset({"limit"})),
     fix={
         "rows": "order before limiting with a tie-free ordering: `df.orderBy('id').limit(n)`.",

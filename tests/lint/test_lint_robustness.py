@@ -193,3 +193,137 @@ def test_odd_databricks_exports_never_crash() -> None:
             rng.choice(lines) for _ in range(rng.randrange(20))
         )
         check_bytes("export.py", text.encode(), ["id"], [])
+
+
+def _checked(source: str, summarize: bool = False) -> list:
+    """The findings of ``source`` (an error anywhere in the analysis fails the test: ND000 on valid code)."""
+    from upsertsink.lint.checker import CheckOptions
+
+    result = check_bytes("job.py", source.encode(), [], [], options=CheckOptions(summarize=summarize))
+    assert not [f for f in result.findings if f.rule == "ND000"], result.findings
+    return result.findings
+
+
+@pytest.mark.parametrize("attr", ["limit", "head", "tail", "sample", "sampleBy", "dropDuplicates", "iloc"])
+def test_a_subscripted_attribute_named_like_a_dataframe_method_is_not_a_call(attr: str) -> None:
+    # ``cfg.limit[0]`` is a read of a list, not a call of limit(): it used to reach limit()'s detector,
+    # which failed on it and turned the whole (valid) file into an ND000 error
+    _checked(f"import pandas as pd\n\n\ndef size(cfg):\n    return cfg.{attr}[0]\n\n\nx = size(opts)\n")
+
+
+def test_iloc_called_as_a_method_is_not_a_row_pick() -> None:
+    # pandas' ``df.iloc(axis=0)[2] = 5`` (pandas' own tests) calls iloc: it used to reach the iloc[:n]
+    # detector, which expects a subscript
+    assert _checked("import pandas as pd\n\npdf = pd.read_csv('x.csv')\npdf.iloc(axis=0)[2] = 5\n") == []
+    # the subscript still chooses rows
+    [finding] = _checked(
+        "import pandas as pd\nfrom deltalake import write_deltalake\n\n"
+        "pdf = pd.read_parquet('in')\nwrite_deltalake('/t', pdf.iloc[:10], mode='append')\n"
+    )
+    assert finding.rule == "ND008"
+
+
+def test_names_bound_to_each_other_in_a_cycle_are_unknown_values() -> None:
+    # six.py: ``advance_iterator = next`` (or a def) and ``next = advance_iterator``; reading the names as
+    # constant strings (for a module's summary, a column name, SQL text) used to recurse without end and
+    # report "nested too deeply" (ND000) for valid code
+    six = (
+        "try:\n    advance_iterator = next\nexcept NameError:\n"
+        "    def advance_iterator(it):\n        return it.next()\nnext = advance_iterator\n"
+    )
+    assert _checked(six, summarize=True) == []
+    job = (
+        "from pyspark.sql import functions as F\n\n"
+        "a = b\nb = a\np = q + 'x'\nq = p + 'y'\n"
+        "df.withColumn(a, F.col('v')).select(b).dropDuplicates([p]).write.saveAsTable(q)\n"
+        "spark.sql(p)\n"
+    )
+    _checked(job, summarize=True)
+    # the rest of the file is still analyzed
+    findings = _checked(job + "df.withColumn('id', F.rand()).write.mode('append').saveAsTable('t')\n")
+    assert any(f.rule == "ND002" for f in findings)
+
+
+def _program(rng: random.Random) -> str:
+    """A random job module: names bound to each other (cycles), sources, DataFrame methods called and
+    subscripted, helpers, a class, and a write."""
+    names = ["a", "b", "c", "df", "w", "cond", "sql", "cols", "key"]
+    methods = [
+        "limit", "head", "tail", "sample", "iloc", "first", "mode", "merge", "sql", "dropDuplicates",
+        "withColumn", "alias", "write", "orderBy", "over", "select", "filter", "transform", "foreachBatch",
+        "whenMatchedUpdate", "toPandas", "save", "saveAsTable", "drop_duplicates", "partitionBy", "join",
+    ]  # fmt: skip
+    atoms = [
+        "F.rand()", "F.current_timestamp()", "F.col('id')", "F.row_number()", "uuid.uuid4()",
+        "datetime.now()", "F.expr('id = 1')", "'t.id = s.id'", "'SELECT * FROM t'", "'id'", "['id']",
+        "1", "None", "spark.read.table('x')", "Window.partitionBy('id')", "lambda d: d", "{'a': F.rand()}",
+    ]  # fmt: skip
+
+    def expr(depth: int = 0) -> str:
+        k = rng.random()
+        if depth > 3 or k < 0.25:
+            return rng.choice(names)
+        if k < 0.45:
+            return rng.choice(atoms)
+        if k < 0.75:
+            args = ", ".join(expr(depth + 1) for _ in range(rng.randint(0, 2)))
+            return f"{expr(depth + 1)}.{rng.choice(methods)}({args})"
+        if k < 0.82:
+            return f"{expr(depth + 1)}.{rng.choice(methods)}[{rng.choice(['0', ':10', 'a', '1:2'])}]"
+        if k < 0.88:
+            return f"{expr(depth + 1)} + {expr(depth + 1)}"
+        if k < 0.94:
+            return f"f{rng.choice('ghk')}({expr(depth + 1)})"
+        return f"self.{rng.choice(names)}"
+
+    def stmt(indent: int) -> str:
+        k, pad = rng.random(), " " * indent
+        if k < 0.45:
+            return f"{pad}{rng.choice(names)} = {expr()}"
+        if k < 0.55:
+            return f"{pad}self.{rng.choice(names)} = {expr()}"
+        if k < 0.8:
+            return f"{pad}{expr()}"
+        if k < 0.9 and indent:
+            return f"{pad}return {expr()}"
+        return f"{pad}for {rng.choice(names)} in {expr()}:\n{pad}    {rng.choice(names)} = {expr()}"
+
+    out = [
+        "from pyspark.sql import functions as F",
+        "from pyspark.sql.window import Window",
+        "from delta.tables import DeltaTable",
+        "import uuid",
+        "from datetime import datetime",
+        "from upsertsink import UpsertSink",
+    ]
+    for fn in ("fg", "fh", "fk"):
+        out.append(f"def {fn}({rng.choice(names)}):")
+        out += [stmt(4) for _ in range(rng.randint(1, 4))]
+    out.append("class Job:\n    def run(self, df):")
+    out += [stmt(8) for _ in range(rng.randint(1, 4))]
+    out += [stmt(0) for _ in range(rng.randint(2, 10))]
+    out.append(
+        rng.choice(
+            [
+                "UpsertSink('/t', keys=[key], sequence_by=a).write(df)",
+                "DeltaTable.forPath(spark, '/t').alias('t').merge(df.alias('s'), cond)"
+                ".whenMatchedUpdateAll().execute()",
+                "df.write.mode('append').saveAsTable('t')",
+            ]
+        )
+    )
+    return "\n".join(out) + "\n"
+
+
+def test_random_job_programs_are_analyzed_without_internal_errors() -> None:
+    # every generated module is valid Python: none may end in ND000 (an internal error or a recursion)
+    rng = random.Random(2026)
+    checked = 0
+    while checked < 300:
+        source = _program(rng)
+        try:
+            compile(source, "job.py", "exec")
+        except SyntaxError:
+            continue
+        _checked(source, summarize=True)
+        checked += 1
