@@ -138,7 +138,10 @@ class ModuleAnalysis:
                 sources = taint.write_taint(w)
                 if not sources:
                     continue
-                tables = targets().tables_of(w.anchor)
+                found = targets().column_tables(w.anchor, w.column)
+                if found is None:
+                    continue  # dropped before every write it flows into (``.drop("rn")``)
+                tables = found
                 keyed = col_n in {norm(k) for k in keys.of_tables(tables, targets().keyless)}
                 pattern = None if keyed or col_n in seq_n else keys.pattern(col_n)
                 if keyed:

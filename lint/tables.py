@@ -6,7 +6,8 @@ the sinks (``UpsertSink(target, keys).write(df)``, ``UpsertSink.for_table(name, 
 source DataFrame the DataFrame calls it is built from are followed backwards (method chains, every binding
 of a name, the arguments of joins and unions, what a local function returns); a column write or row choice
 made by one of those calls goes to that table. A fact no table is found for is judged against every key of
-the module, as before tables were told apart.
+the module, as before tables were told apart. A column dropped on the way (``.drop("rn")`` after a
+``row_number`` filter) does not reach the table: on every path from the call that writes it, it is dropped.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import ast
 
 from upsertsink.lint import chains
-from upsertsink.lint.facts import Facts
+from upsertsink.lint.facts import Facts, norm
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.values import Values
@@ -27,6 +28,7 @@ _KEYLESS_WRITES = {
     "toTable": ("tableName",),
     "save": ("path",),
 }
+_COL = ("col", "column")  # F.col("x") names a column
 _BUDGET = 5_000  # nodes one backward walk visits at most
 
 
@@ -64,6 +66,9 @@ class Targets:
     def __init__(self, model: SemanticModel, values: Values, facts: Facts) -> None:
         self.model = model
         self._flows: dict[int, set[str]] = {}  # id(DataFrame call) -> tables it flows into
+        # (id(DataFrame call), table) -> the columns (normalized) dropped on every path from it to the table
+        self._dropped: dict[tuple[int, str], frozenset[str]] = {}
+        self._values = values
         self.keyless: set[str] = set()  # tables written by a writer that takes no key (saveAsTable...)
         for call, _cond, scope in facts.merges:
             table = merge_target(model, values, call, scope)
@@ -98,6 +103,35 @@ class Targets:
             return frozenset()
         return frozenset(self._flows.get(id(anchor), ()))
 
+    def column_tables(self, anchor: ast.AST | None, column: str) -> frozenset[str] | None:
+        """The tables the column ``anchor`` writes reaches: ``tables_of(anchor)`` less those it is dropped
+        on the way to; None when it reaches none of its known tables (dropped before every write)."""
+        tables = self.tables_of(anchor)
+        if not tables or anchor is None:
+            return tables
+        col_n = norm(column)
+        kept = frozenset(t for t in tables if col_n not in self._dropped.get((id(anchor), t), ()))
+        return kept or None
+
+    def _drops(self, call: ast.Call, scope: Scope) -> frozenset[str]:
+        """The columns ``df.drop(...)`` removes: names given as strings (Spark's ``drop("a", "b")``, pandas'
+        ``drop(columns=[...])`` or ``drop([...], axis=1)``); pandas' rows (``index=``, ``axis=0``) are none."""
+        model = self.model
+        axis = model.kwarg(call, "axis")
+        if model.kwarg(call, "index") is not None or (
+            type(axis) is ast.Constant and axis.value in (0, "index", "rows")
+        ):
+            return frozenset()
+        columns = model.kwarg(call, "columns")
+        out: set[str] = set()
+        for arg in [columns] if columns is not None else call.args:
+            if type(arg) is ast.Call and arg.args and model.spark_name(model.qualname(arg.func, scope)) in _COL:
+                arg = arg.args[0]  # drop(F.col("rn"))
+            names = self._values.const_strings(arg, scope)
+            if names:
+                out.update(norm(n) for n in names)
+        return frozenset(out)
+
     def _sink_sources(self, sink: ast.Call) -> list[tuple[ast.AST, Scope]]:
         """The DataFrames given to the sink's ``write(df, ...)``: on the sink itself or a name bound to it."""
         out: list[tuple[ast.AST, Scope]] = []
@@ -116,30 +150,37 @@ class Targets:
     def _follow(self, node: ast.AST, scope: Scope, table: str) -> None:
         """Mark every DataFrame call ``node`` is built from as flowing into ``table``."""
         model = self.model
-        stack: list[tuple[ast.AST, Scope]] = [(node, scope)]
-        seen: set[int] = set()
+        none: frozenset[str] = frozenset()
+        # each entry carries the columns dropped between it and the write; a node is visited once per set
+        stack: list[tuple[ast.AST, Scope, frozenset[str]]] = [(node, scope, none)]
+        seen: set[tuple[int, frozenset[str]]] = set()
+        dropped = self._dropped
         while stack and len(seen) < _BUDGET:
-            node, scope = stack.pop()
-            if id(node) in seen:
+            node, scope, gone = stack.pop()
+            if (id(node), gone) in seen:
                 continue
-            seen.add(id(node))
+            seen.add((id(node), gone))
             t = type(node)
             if t is ast.Call:
                 self._flows.setdefault(id(node), set()).add(table)
+                key = (id(node), table)
+                before = dropped.get(key)
+                dropped[key] = gone if before is None else before & gone  # dropped on every path
                 func = node.func
                 if type(func) is ast.Attribute:
-                    stack.append((func.value, scope))
+                    below = gone | self._drops(node, scope) if func.attr == "drop" else gone
+                    stack.append((func.value, scope, below))
                 else:
                     returned = model.returned(node, scope)
                     if returned is not None:
-                        stack.append(returned)
-                stack.extend((a, scope) for a in node.args)
-                stack.extend((kw.value, scope) for kw in node.keywords)
+                        stack.append((*returned, gone))
+                stack.extend((a, scope, gone) for a in node.args)
+                stack.extend((kw.value, scope, gone) for kw in node.keywords)
             elif t is ast.Attribute or t is ast.Subscript or t is ast.Starred:
-                stack.append((node.value, scope))
+                stack.append((node.value, scope, gone))
             elif t is ast.Name:
                 owner = model.lookup(node.id, scope)
                 if owner is not None:
-                    stack.extend((v, owner) for v in owner.assigns.get(node.id, ()) if v is not None)
+                    stack.extend((v, owner, gone) for v in owner.assigns.get(node.id, ()) if v is not None)
             elif t is ast.List or t is ast.Tuple:
-                stack.extend((e, scope) for e in node.elts)
+                stack.extend((e, scope, gone) for e in node.elts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -215,7 +216,8 @@ def test_dedup_by_exactly_the_key_set_is_a_warning() -> None:
     """
     findings = lint_code(code)
     got = [(f.rule, f.line, f.severity, f.column_name) for f in findings]
-    assert got == [("ND006", 6, "warning", "rn"), ("ND007", 7, "warning", "*")]
+    # rn is dropped before the write: the numbering decides which row of each id survives, no column
+    assert got == [("ND006", 6, "warning", "*"), ("ND007", 7, "warning", "*")]
 
 
 def test_dedup_over_every_selected_column_and_limit_zero() -> None:
@@ -306,3 +308,67 @@ def test_sequence_columns_from_newer_wins_merge_conditions() -> None:
         ("ND004", 11, 29, "sequence", "seq_no"),
         ("ND001", 13, 34, "column", "checked"),  # compared with an expression, not itself: no sequence
     ]
+
+
+def _reach(code: str) -> list[tuple]:
+    return [(f.rule, f.line, f.severity, f.target, f.column_name) for f in lint_code(code, key_patterns=())]
+
+
+def test_a_column_dropped_before_the_write_is_not_written() -> None:
+    # the usual "latest row per key" idiom: rn numbers rows, the filter keeps rn = 1, rn is dropped. Before,
+    # the finding said the numbering "reaches column `rn` (table ...)", a column the table never gets
+    code = """
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+    w = Window.partitionBy("customer_id").orderBy(F.col("updated").desc())
+    latest = spark.table("raw.c").withColumn("rn", F.row_number().over(w)).where("rn = 1").drop("rn")
+    latest.write.mode("overwrite").saveAsTable("dim.customers")
+    """
+    [finding] = lint_code(code, key_patterns=())
+    assert (finding.rule, finding.severity, finding.column_name) == ("ND006", "warning", "*")
+    assert "decides which rows are written (all columns) into table `dim.customers`" in finding.message
+    assert "`rn`" not in finding.message
+
+
+def test_a_dropped_column_is_still_written_where_a_path_keeps_it() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    scored = spark.table("raw.e").withColumn("score", F.rand())
+    slim = scored.drop("score", "other")
+    slim.unionByName(scored).write.saveAsTable("t1")
+    slim.write.saveAsTable("t2")
+    """
+    # t1 gets score through scored; t2 never does
+    [finding] = lint_code(code, key_patterns=())
+    assert (finding.rule, finding.column_name) == ("ND002", "score")
+    assert "(table `t1`)" in finding.message
+
+
+def test_drop_forms_that_remove_columns_and_those_that_do_not() -> None:
+    base = """
+    from pyspark.sql import functions as F
+    out = spark.table("raw.e").withColumn("synced_at", F.current_timestamp()).{drop}
+    out.write.mode("overwrite").saveAsTable("t")
+    """
+    removing = (
+        "drop('synced_at')",
+        "drop('other', 'SYNCED_AT')",
+        "drop(columns=['synced_at'])",
+        "drop(['synced_at'], axis=1)",
+        "drop('synced_at', axis='columns')",
+        "drop(F.col('synced_at'))",
+    )
+    for drop in removing:
+        assert _reach(base.format(drop=drop)) == [], drop
+    # pandas' rows by label, and names not known, leave the column in
+    for drop in ("drop(index=['synced_at'])", "drop(['synced_at'], axis=0)", "drop(name)"):
+        assert [c for *_, c in _reach(base.format(drop=drop))] == ["synced_at"], drop
+
+
+def test_a_column_added_again_after_a_drop_is_written() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    df2 = spark.table("raw.e").withColumn("ts", F.lit(1)).drop("ts").withColumn("ts", F.current_timestamp())
+    df2.write.saveAsTable("t")
+    """
+    assert [(r, c) for r, _, _, _, c in _reach(code)] == [("ND001", "ts")]
