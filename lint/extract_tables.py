@@ -162,7 +162,9 @@ def on_update_all(col: Collector, call: ast.Call, scope: Scope) -> None:
         col.seq_conds.append((cond, scope))
 
 
-def on_merge_delete(col: Collector, call: ast.Call, scope: Scope) -> None:
+def on_key_condition(col: Collector, call: ast.Call, scope: Scope) -> None:
+    """A MERGE clause whose condition decides which keys are deleted or inserted: ``whenMatchedDelete``,
+    ``whenNotMatchedBySourceDelete``, ``whenNotMatchedInsertAll`` (and delta-rs' snake-case names)."""
     cond = col.model.kwarg(call, *MERGE_CONDITION_KEYWORDS) or (call.args[0] if call.args else None)
     if cond is not None:
         col._condition_effect(cond, scope)

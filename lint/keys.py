@@ -124,9 +124,10 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
             cols = sqlmod.condition_keys(text.text)
         else:
             for cmp in ast.walk(cond):
-                if type(cmp) is ast.Compare and len(cmp.ops) == 1 and type(cmp.ops[0]) is ast.Eq:
-                    sides = [values.col_names(side, scope) for side in (cmp.left, cmp.comparators[0])]
-                    if not all(sides) or not all(_is_column_ref(x) for x in (cmp.left, cmp.comparators[0])):
+                pair = _equality(cmp)
+                if pair is not None:
+                    sides = [values.col_names(side, scope) for side in pair]
+                    if not all(sides) or not all(_is_column_ref(x) for x in pair):
                         continue  # F.col("s.rn") == 1: a filter, not a key
                     for names in sides:
                         cols.extend(c for c in names if not c.startswith("<"))
@@ -173,6 +174,20 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
         for k in names:
             out.append(KeyDecl(k, f"join key against the written table `{written[0]}`", scope))
     return out
+
+
+def _equality(node: ast.AST) -> tuple[ast.AST, ast.AST] | None:
+    """The two sides of ``a == b`` or of the null-safe ``a.eqNullSafe(b)``; None for anything else."""
+    if type(node) is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) is ast.Eq:
+        return node.left, node.comparators[0]
+    if (
+        type(node) is ast.Call
+        and type(node.func) is ast.Attribute
+        and node.func.attr == "eqNullSafe"
+        and len(node.args) == 1
+    ):
+        return node.func.value, node.args[0]
+    return None
 
 
 def _is_column_ref(node: ast.AST) -> bool:

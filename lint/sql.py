@@ -80,12 +80,13 @@ def _output_name(node) -> str:
 
 
 def _eq_columns(cond) -> list[str]:
-    """Columns compared with ``=`` to another column; ``s.rn = 1`` (a literal) is a filter, not a key."""
+    """Columns compared with ``=`` (or null-safe ``<=>``) to another column; ``s.rn = 1`` (a literal) is a
+    filter, not a key."""
     exp = exp_module()
     out: list[str] = []
     if cond is None:
         return out
-    for eq in cond.find_all(exp.EQ):
+    for eq in cond.find_all(exp.EQ, exp.NullSafeEQ):
         if not (isinstance(eq.left, exp.Column) and isinstance(eq.right, exp.Column)):
             continue
         for side in (eq.left, eq.right):
@@ -311,7 +312,7 @@ def condition_sequences(text: str) -> list[str]:
 
 @lru_cache(maxsize=4096)
 def condition_keys(text: str) -> list[str]:
-    """Columns compared with ``=`` in a merge condition (``t.k = s.k AND t.j = s.j`` -> [k, j])."""
+    """Columns compared with ``=`` or ``<=>`` in a merge condition (``t.k = s.k AND t.j <=> s.j`` -> [k, j])."""
     simple = sqlsimple.parse(text)
     if simple is not None:
         return sqlsimple.eq_columns(simple)

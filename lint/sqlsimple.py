@@ -170,10 +170,10 @@ def alias(node: Node) -> str | None:
 
 
 def eq_columns(node: Node) -> list[str]:
-    """Columns compared with ``=`` to another column, in sqlglot's order (``lint.sql._eq_columns``)."""
+    """Columns compared with ``=`` or ``<=>`` to another column, in sqlglot's order (``lint.sql._eq_columns``)."""
     out: list[str] = []
     for n in walk(node):
-        if n[0] == "EQ" and n[1][0] == "Column" and n[2][0] == "Column":
+        if (n[0] == "EQ" or n[0] == "NullSafeEQ") and n[1][0] == "Column" and n[2][0] == "Column":
             for side in (n[1], n[2]):
                 if side[2] not in out:
                     out.append(side[2])

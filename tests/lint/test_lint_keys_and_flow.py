@@ -372,3 +372,50 @@ def test_a_column_added_again_after_a_drop_is_written() -> None:
     df2.write.saveAsTable("t")
     """
     assert [(r, c) for r, _, _, _, c in _reach(code)] == [("ND001", "ts")]
+
+
+def test_null_safe_equality_in_a_merge_condition_declares_keys() -> None:
+    # ``t.k <=> s.k`` (SQL text, a MERGE statement) and ``F.col(...).eqNullSafe(...)`` join on k as ``=``
+    # does; before, k was not a key and a uuid in it was only a column warning
+    for cond in (
+        '"t.event_ref <=> s.event_ref"',
+        '"t.event_ref <=> s.event_ref AND t.day = s.day"',
+        'F.col("t.event_ref").eqNullSafe(F.col("s.event_ref"))',
+    ):
+        code = f"""
+        from pyspark.sql import functions as F
+        from delta.tables import DeltaTable
+        src = df.withColumn("event_ref", F.expr("uuid()"))
+        (DeltaTable.forName(spark, "silver.events").alias("t")
+            .merge(src.alias("s"), {cond}).whenNotMatchedInsertAll().execute())
+        """
+        assert [(r, s, t, c) for r, _, s, t, c in _reach(code)] == [("ND003", "error", "key", "event_ref")], cond
+    statement = """
+    from pyspark.sql import functions as F
+    spark.table("raw.e").withColumn("event_ref", F.expr("uuid()")).createOrReplaceTempView("src")
+    spark.sql("MERGE INTO silver.events t USING src s ON t.event_ref <=> s.event_ref WHEN NOT MATCHED THEN INSERT *")
+    """
+    assert [(r, s, t) for r, _, s, t, _ in _reach(statement)] == [("ND003", "error", "key")]
+
+
+def test_the_condition_of_an_insert_all_clause_decides_which_keys_are_inserted() -> None:
+    # whenNotMatchedInsertAll(condition=...) / delta-rs when_not_matched_insert_all(predicate=...): the
+    # condition was never read, unlike whenNotMatchedInsert(condition=...) and SQL WHEN NOT MATCHED AND ...
+    spark_form = """
+    from delta.tables import DeltaTable
+    (DeltaTable.forName(spark, "silver.events").alias("t")
+        .merge(updates.alias("s"), "t.event_id = s.event_id")
+        .whenNotMatchedInsertAll(condition="s.event_ts > current_timestamp() - INTERVAL 1 DAY")
+        .execute())
+    """
+    assert [(r, line, s, t, c) for r, line, s, t, c in _reach(spark_form)] == [
+        ("ND001", 5, "error", "key", "event_id")
+    ]
+    rs_form = """
+    from deltalake import DeltaTable
+    (DeltaTable("s3://lake/events").merge(pdf, predicate="t.event_id = s.event_id", source_alias="s",
+        target_alias="t").when_not_matched_insert_all(predicate="rand() < 0.5").execute())
+    """
+    assert [(r, s, t) for r, _, s, t, _ in _reach(rs_form)] == [("ND002", "error", "key")]
+    positional = spark_form.replace("condition=", "")
+    assert [r for r, *_ in _reach(positional)] == ["ND001"]
