@@ -56,6 +56,7 @@ METHODS: dict[str, str] = {
     "dropDuplicatesWithinWatermark": "frame rows",
     "dropna": "frame",
     "execute": "frame store",
+    "getOrCreate": "frame",  # a SparkSession: what it was built with (an app name) is no value of its data
     "explain": "look",
     "fillna": "frame",
     "filter": "frame pass rows transform fact=filter",

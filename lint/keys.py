@@ -123,10 +123,11 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
         if text is not None:
             cols = sqlmod.condition_keys(text.text)
         else:
+            cond, cond_scope = _resolved(model, cond, scope)
             for cmp in ast.walk(cond):
                 pair = _equality(cmp)
                 if pair is not None:
-                    sides = [values.col_names(side, scope) for side in pair]
+                    sides = [values.col_names(side, cond_scope) for side in pair]
                     if not all(sides) or not all(_is_column_ref(x) for x in pair):
                         continue  # F.col("s.rn") == 1: a filter, not a key
                     for names in sides:
@@ -139,10 +140,11 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
             newer = sqlmod.condition_sequences(text.text)
         else:
             newer = []
+            cond, cond_scope = _resolved(model, cond, scope)
             for cmp in ast.walk(cond):
                 if type(cmp) is ast.Compare and len(cmp.ops) == 1 and type(cmp.ops[0]) in _ORDER_OPS:
-                    left = values.col_names(cmp.left, scope)
-                    right = values.col_names(cmp.comparators[0], scope)
+                    left = values.col_names(cmp.left, cond_scope)
+                    right = values.col_names(cmp.comparators[0], cond_scope)
                     same = len(left) == len(right) == 1 and norm(left[0]) == norm(right[0])
                     if same and left[0] != right[0] and not left[0].startswith("<"):
                         newer.append(left[0])
@@ -174,6 +176,17 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
         for k in names:
             out.append(KeyDecl(k, f"join key against the written table `{written[0]}`", scope))
     return out
+
+
+def _resolved(model: SemanticModel, node: ast.AST, scope: Scope) -> tuple[ast.AST, Scope]:
+    """A Column condition held in a name (``cond = F.col("t.id") == F.col("s.id")``): the one expression
+    it is bound to, followed a few names deep (a cycle of names ends where it started)."""
+    for _ in range(8):
+        bound = model.single_value(node, scope) if type(node) is ast.Name else None
+        if bound is None:
+            break
+        node, scope = bound
+    return node, scope
 
 
 def _equality(node: ast.AST) -> tuple[ast.AST, ast.AST] | None:

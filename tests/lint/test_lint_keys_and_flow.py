@@ -74,8 +74,10 @@ def test_literal_in_a_merge_on_clause_is_a_filter_not_a_key() -> None:
     other = other.withColumn("flag", F.rand())
     """
     got = summary(lint_code(code, key_patterns=()))
-    # rn and flag are filters of the merge (rows), never keys of their own
-    assert ("ND002", 9, 34, "key", "id") in got
+    # rn and flag are filters of the merge (rows), never keys of their own; flag decides which keys of dw.u
+    # are matched, and dw.u's key is k (its condition, held in ``cond``; before that was read, the finding
+    # named dw.t's key id)
+    assert ("ND002", 9, 34, "key", "k") in got
     assert all(c not in ("rn", "flag") or t != "key" for _, _, _, t, c in got)
 
 
@@ -419,3 +421,37 @@ def test_the_condition_of_an_insert_all_clause_decides_which_keys_are_inserted()
     assert [(r, s, t) for r, _, s, t, _ in _reach(rs_form)] == [("ND002", "error", "key")]
     positional = spark_form.replace("condition=", "")
     assert [r for r, *_ in _reach(positional)] == ["ND001"]
+
+
+def test_a_column_condition_held_in_a_name_declares_keys_and_sequences() -> None:
+    # ``cond = F.col("t.k") == F.col("s.k")`` then ``merge(src, cond)``: before, no key came of it (a
+    # random key was a column warning); the inline form gave the error
+    code = """
+    from pyspark.sql import functions as F
+    from delta.tables import DeltaTable
+    same = (F.col("t.tenant") == F.col("s.tenant")) & (F.col("t.order_no") == F.col("s.order_no"))
+    cond = same
+    newer = F.col("s.version") > F.col("t.version")
+    src = df.withColumn("order_no", F.rand()).withColumn("version", F.current_timestamp())
+    (DeltaTable.forName(spark, "t").alias("t").merge(src.alias("s"), cond)
+        .whenMatchedUpdateAll(condition=newer).whenNotMatchedInsertAll().execute())
+    """
+    assert [(r, s, t, c) for r, _, s, t, c in _reach(code)] == [
+        ("ND002", "error", "key", "order_no"),
+        ("ND001", "error", "sequence", "version"),
+    ]
+
+
+def test_a_spark_session_built_with_a_random_app_name_carries_no_value() -> None:
+    # the app name is not data: values read from the session's conf used to be tainted by its uuid
+    code = """
+    import uuid
+    from pyspark.sql import SparkSession, functions as F
+    from delta.tables import DeltaTable
+    spark = SparkSession.builder.appName(f"gold_{uuid.uuid4().hex[:8]}").getOrCreate()
+    run_date = spark.conf.get("spark.job.run_date")
+    src = spark.table("silver.orders").where(F.col("event_date") == run_date)
+    (DeltaTable.forName(spark, "gold.orders").alias("t").merge(src.alias("s"), "t.order_id = s.order_id")
+        .whenNotMatchedInsertAll().execute())
+    """
+    assert _reach(code) == []
