@@ -300,6 +300,28 @@ def _newer_columns(cond) -> list[str]:
     return out
 
 
+def _order_pairs(cond) -> list[tuple[str, str, str, str]]:
+    exp = exp_module()
+    return [
+        (cmp.left.table or "", column_name(cmp.left), cmp.right.table or "", column_name(cmp.right))
+        for cmp in cond.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE)
+        if isinstance(cmp.left, exp.Column)
+        and isinstance(cmp.right, exp.Column)
+        and (cmp.left.table or "") != (cmp.right.table or "")
+    ]
+
+
+@lru_cache(maxsize=4096)
+def condition_order_pairs(text: str) -> list[tuple[str, str, str, str]]:
+    """(table, column, table, column) of each ordering comparison between columns of two tables in a merge
+    clause condition (``s.batch_id > t.last_batch_id`` -> [("s", "batch_id", "t", "last_batch_id")])."""
+    simple = sqlsimple.parse(text)
+    if simple is not None:
+        return sqlsimple.order_pairs(simple)
+    tree = parse_expression(text)
+    return _order_pairs(tree) if tree is not None else []
+
+
 @lru_cache(maxsize=4096)
 def condition_sequences(text: str) -> list[str]:
     """Newer-wins columns of a merge clause condition (``s.v > t.v`` -> [v])."""

@@ -180,6 +180,16 @@ def eq_columns(node: Node) -> list[str]:
     return out
 
 
+def order_pairs(node: Node) -> list[tuple[str, str, str, str]]:
+    """(table, column, table, column) of every ordering comparison between columns of two different tables
+    (``lint.sql._order_pairs``)."""
+    return [
+        (n[1][1] or "", n[1][2], n[2][1] or "", n[2][2])
+        for n in walk(node)
+        if n[0] in ("GT", "GTE", "LT", "LTE") and n[1][0] == "Column" and n[2][0] == "Column" and n[1][1] != n[2][1]
+    ]
+
+
 def newer_columns(node: Node) -> list[str]:
     """Columns compared by order with themselves across two tables (``lint.sql._newer_columns``)."""
     out: list[str] = []

@@ -185,6 +185,46 @@ def _newer_columns(ctx: Context, cond: ast.AST | None, scope: Any) -> list[str]:
     return out
 
 
+def _guarded_by_other_name(ctx: Context, cond: ast.AST | None, scope: Any, columns: list) -> bool:
+    """Does the condition compare a column of one side by order with a column of the other that the update
+    sets to the first (``s.batch_id > t.last_batch_id`` with ``last_batch_id = s.batch_id``)? After the
+    update the comparison is false for a replay of the same batch, as with one name on both sides."""
+    if cond is None:
+        return False
+    text = ctx.values.str_value(cond, scope)
+    if text is None:
+        return False
+    sets: dict[str, tuple[str, str]] = {}
+    for column, value in columns:
+        if column and value is not None:
+            source = _column_value(ctx, value, scope)
+            if source is not None:
+                sets[column.rpartition(".")[2].strip("`").lower()] = source
+    for ta, ca, tb, cb in sql_module().condition_order_pairs(text.text):
+        for (t1, c1), (t2, c2) in (((ta, ca), (tb, cb)), ((tb, cb), (ta, ca))):
+            # c2 (of table t2) is set to c1 of table t1
+            if sets.get(c2.lower()) in ((t1.lower(), c1.lower()), ("", c1.lower())):
+                return True
+    return False
+
+
+def _column_value(ctx: Context, value: ast.AST, scope: Any) -> tuple[str, str] | None:
+    """(qualifier, column) of a merge map value that is a bare column: ``"s.batch_id"`` or
+    ``F.col("s.batch_id")``; None for any other value."""
+    if type(value) is ast.Call and value.args and len(value.args) == 1:
+        name = ctx.model.spark_name(ctx.model.qualname(value.func, scope))
+        if name not in ("col", "column"):
+            return None
+        value = value.args[0]
+    text = const(ctx, value, scope)
+    if not text:
+        return None
+    parts = text.strip().split(".")
+    if len(parts) > 2 or not all(p.replace("_", "").isalnum() for p in parts):
+        return None
+    return (parts[0].lower(), parts[1].lower()) if len(parts) == 2 else ("", parts[0].lower())
+
+
 def _check_update_clause(ctx: Context, call: ast.Call, scope: Any) -> None:
     map_kw, map_pos, cond_kw, cond_pos = _UPDATE_CLAUSES[call.func.attr]
     mapping = ctx.model.kwarg(call, map_kw)
@@ -205,6 +245,8 @@ def _check_update_clause(ctx: Context, call: ast.Call, scope: Any) -> None:
     assigned = {c.rpartition(".")[2].strip("`").lower() for c, _ in columns if c}
     if any(c.lower() in assigned for c in _newer_columns(ctx, cond, scope)):
         return  # WHEN MATCHED AND s.batch > t.batch ... SET batch = s.batch: a replay is not applied again
+    if _guarded_by_other_name(ctx, cond, scope, columns):
+        return  # s.batch_id > t.last_batch_id ... SET last_batch_id = s.batch_id: the same guard
     merge = _merge_call(ctx, call.func.value, scope)
     target = source = None
     if merge is not None:
@@ -292,7 +334,9 @@ set, but the result still depends on what the row held before, so a batch replay
 back elements they removed). The target is recognized by the merge's target alias (`.alias("t")`,
 `target_alias=`, `MERGE INTO tbl AS t`), or by an unqualified reference to the same column. Not reported
 when the clause is guarded by a newer-wins condition on a column it also sets (`WHEN MATCHED AND
-s.batch_id > t.batch_id THEN UPDATE SET ..., batch_id = s.batch_id`): a replay then matches nothing.
+s.batch_id > t.batch_id THEN UPDATE SET ..., batch_id = s.batch_id`, or in a delta-spark or delta-rs
+clause `condition="s.batch_id > t.last_batch_id"` with `last_batch_id` set to `s.batch_id`): a replay then
+matches nothing.
 """,
     why="A replayed batch is applied again on top of its own first application (double counting).",
     fix={
@@ -363,6 +407,13 @@ s.batch_id > t.batch_id THEN UPDATE SET ..., batch_id = s.batch_id`): a replay t
             '(target.alias("t").merge(src.alias("s"), "t.id = s.id")\n'
             '    .whenMatchedUpdate(condition="s.batch_id > t.batch_id",\n'
             '                       set={"total": "t.total + s.amount", "batch_id": "s.batch_id"})\n'
+            "    .execute())\n"
+        ),
+        Valid(  # the fix this rule advises: the guard compares two names, the update sets the target's one
+            "from pyspark.sql import functions as F\n"
+            '(target.alias("t").merge(src.alias("s"), "t.id = s.id")\n'
+            '    .whenMatchedUpdate(condition="s.batch_id > t.last_batch_id",\n'
+            '                       set={"total": "t.total + s.amount", "last_batch_id": F.col("s.batch_id")})\n'
             "    .execute())\n"
         ),
         Valid(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from lint_helpers import lint_code
 from upsertsink.lint.checker import check_bytes
 from upsertsink.lint.fixes import fix_file
 from upsertsink.lint.rules import ALL_RULES, RULES
@@ -77,3 +78,31 @@ def test_fixes_never_touch_a_file_that_does_not_parse() -> None:
     fake = [*findings, *check_bytes("ok.py", code.rsplit("def", 1)[0].encode(), [], []).findings]
     assert any(f.fix for f in fake)
     assert not fix_file("example.py", code, fake, "example", unsafe=True).changed
+
+
+def test_nd012_the_guard_its_own_fix_advises_is_recognized() -> None:
+    # the fix text says `condition="s.batch_id > t.last_batch_id"` with `set={..., "last_batch_id":
+    # "s.batch_id"}`; before, only a guard with one name on both sides was recognized, so following the
+    # advice still gave the error
+    base = """
+    from delta.tables import DeltaTable
+    (DeltaTable.forName(spark, "dw.totals").alias("t")
+        .merge(daily.alias("s"), "t.account = s.account")
+        .whenMatchedUpdate(condition={cond}, set={{"total": "t.total + s.amount", "last_batch_id": {value}}})
+        .execute())
+    """
+    guarded = (
+        ('"s.batch_id > t.last_batch_id"', '"s.batch_id"'),
+        ('"t.last_batch_id < s.batch_id"', '"s.batch_id"'),
+        ('"s.batch_id > t.last_batch_id AND s.ok"', '"batch_id"'),
+    )
+    for cond, value in guarded:
+        assert lint_code(base.format(cond=cond, value=value)) == [], (cond, value)
+    # a guard the update does not move forward (or moves to another column) protects nothing
+    unguarded = (
+        ('"s.batch_id > t.last_batch_id"', '"s.other_id"'),
+        ('"s.batch_id > t.last_batch_id"', '"current_timestamp()"'),
+        ('"s.batch_id > t.first_batch_id"', '"s.batch_id"'),
+    )
+    for cond, value in unguarded:
+        assert "ND012" in [f.rule for f in lint_code(base.format(cond=cond, value=value))], (cond, value)
