@@ -78,6 +78,9 @@ class Values:
             if bound is not None:
                 return self.str_value(bound[0][0], bound[0][1], env) if len(bound) == 1 else None
             return self._external_text(node, scope)
+        if t is ast.Subscript:
+            item = self.dict_item(node, scope)
+            return self.str_value(item[0], item[1], env) if item is not None else None
         if t is ast.BinOp:
             if isinstance(node.op, ast.Add):
                 left, right = self.str_value(node.left, scope, env), self.str_value(node.right, scope, env)
@@ -339,12 +342,42 @@ class Values:
             if ext is not None and ext[1] == "value" and isinstance(ext[0].get("strings"), list):
                 return list(ext[0]["strings"])
             return None
+        if t is ast.Subscript:
+            item = self.dict_item(node, scope)
+            return self.const_strings(item[0], item[1]) if item is not None else None
         if t is ast.BinOp and isinstance(node.op, ast.Add):
             left, right = self.const_strings(node.left, scope), self.const_strings(node.right, scope)
             return left + right if left is not None and right is not None else None
         if t is ast.Call and type(node.func) is ast.Name and node.func.id in ("list", "tuple") and node.args:
             return self.const_strings(node.args[0], scope)
         return None
+
+    def dict_item(self, node: ast.Subscript, scope: Scope) -> tuple[ast.AST, Scope] | None:
+        """The value ``CFG["keys"]`` reads from a config dict: a dict literal, or a name or ``self`` attribute
+        bound once to one, indexed by a constant string; None when unknown."""
+        sl = node.slice
+        if type(sl) is not ast.Constant or not isinstance(sl.value, str):
+            return None
+        base, where = node.value, scope
+        if type(base) is ast.Name:
+            bound = self.model.single_value(base, scope)
+            if bound is None:
+                return None
+            base, where = bound
+        elif type(base) is ast.Attribute:
+            attrs = self.model.attr_values(base, scope)
+            if attrs is None or len(attrs) != 1:
+                return None
+            base, where = attrs[0]
+        if type(base) is not ast.Dict:
+            return None
+        found = None
+        for k, v in zip(base.keys, base.values, strict=False):
+            if k is None:
+                return None  # {**other, ...}: the key may come from elsewhere
+            if type(k) is ast.Constant and k.value == sl.value:
+                found = v  # the last one wins, as in Python
+        return (found, where) if found is not None else None
 
     def const_int(self, node: ast.AST | None, scope: Scope, depth: int = 0) -> int | None:
         """The integer a constant expression evaluates to: a literal, a name or ``self.attr`` bound once to

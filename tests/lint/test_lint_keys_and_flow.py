@@ -455,3 +455,35 @@ def test_a_spark_session_built_with_a_random_app_name_carries_no_value() -> None
         .whenNotMatchedInsertAll().execute())
     """
     assert _reach(code) == []
+
+
+def test_keys_and_tables_read_from_a_config_dict() -> None:
+    # CFG["keys"] / CFG["table"]: before, no key came of a config dict, so a partition-dependent key was only
+    # a column warning
+    merge = """
+    from pyspark.sql import functions as F
+    from delta.tables import DeltaTable
+    CFG = {"table": "silver.orders", "keys": ["order_no"]}
+    cond = " AND ".join(f"t.{k} = s.{k}" for k in CFG["keys"])
+    out = df.withColumn("order_no", F.monotonically_increasing_id())
+    DeltaTable.forName(spark, CFG["table"]).alias("t").merge(out.alias("s"), cond).whenNotMatchedInsertAll().execute()
+    """
+    [finding] = lint_code(merge, key_patterns=())
+    assert (finding.rule, finding.severity, finding.target, finding.column_name) == ("ND004", "error", "key", "order_no")
+    assert "(table `silver.orders`)" in finding.message
+    sink = """
+    from pyspark.sql import functions as F
+    from upsertsink import UpsertSink
+
+    class Job:
+        def __init__(self):
+            self.cfg = {"path": "/lake/orders", "keys": ["order_no"], "keys_old": ["x"]}
+
+        def run(self, df):
+            out = df.withColumn("order_no", F.rand())
+            UpsertSink(self.cfg["path"], keys=self.cfg["keys"]).write(out)
+    """
+    assert [(r, s, t, c) for r, _, s, t, c in _reach(sink)] == [("ND002", "error", "key", "order_no")]
+    # a dict that may hold other keys ({**base, ...}) or an unknown entry gives no key
+    unknown = sink.replace('{"path"', '{**BASE, "path"').replace('"keys": ["order_no"], ', "")
+    assert [(s, t) for _, _, s, t, _ in _reach(unknown)] == [("warning", "column")]
