@@ -75,10 +75,12 @@ def _writer(ctx: Context, call: ast.Call, scope: Any) -> _Writer | None:
                         w.target = w.target or const(ctx, node.args[1], scope)
             elif a == "options":
                 options.update(kw.arg.lower() for kw in node.keywords if kw.arg)
-                for arg in node.args:
+                # options({...}) and options(**txn): the keys of a dict literal or of the one a name holds
+                for arg in [*node.args, *(kw.value for kw in node.keywords if kw.arg is None)]:
                     d = ctx.model.resolve_dict(arg, scope)
                     if type(d) is ast.Dict:
-                        options.update(k.lower() for k in (const(ctx, k, scope) for k in d.keys) if k)
+                        names = (const(ctx, k, scope) for k in d.keys if k is not None)
+                        options.update(k.lower() for k in names if k)
             elif a == "writeTo":
                 w.v2, w.write_node = True, node
                 w.target = w.target or (const(ctx, node.args[0], scope) if node.args else None)

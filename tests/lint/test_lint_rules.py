@@ -106,3 +106,19 @@ def test_nd012_the_guard_its_own_fix_advises_is_recognized() -> None:
     )
     for cond, value in unguarded:
         assert "ND012" in [f.rule for f in lint_code(base.format(cond=cond, value=value))], (cond, value)
+
+
+def test_nd011_txn_options_given_as_keyword_unpacking_mark_the_append() -> None:
+    # .options(**txn) with txn = {"txnAppId": ..., "txnVersion": epoch_id}: before, only .option(...),
+    # .options(k=v) and .options({...}) were read, so the marked append was an ND011 error
+    code = """
+    def sink(df, epoch_id):
+        txn = {{"txnAppId": "events", "txnVersion": epoch_id}}
+        df.write.format("delta").mode("append"){options}.save("/lake/e")
+
+    stream.writeStream.foreachBatch(sink).start()
+    """
+    assert lint_code(code.format(options=".options(**txn)")) == []
+    assert lint_code(code.format(options='.options(**txn, mergeSchema="true")')) == []
+    half = code.replace('"txnVersion": epoch_id', '"other": 1')
+    assert [f.rule for f in lint_code(half.format(options=".options(**txn)"))] == ["ND011"]
