@@ -9,6 +9,7 @@ the file through :class:`upsertsink.lint.strings.PosText`.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -192,10 +193,20 @@ def _merge(merge, pos: Positions, result: SqlResult) -> None:
                     result.writes.append((column_name(col), part_of(val, pos)))
 
 
+# Databricks' ``MERGE WITH SCHEMA EVOLUTION INTO``, which sqlglot does not parse: read as ``MERGE INTO``, the
+# clause blanked out so that every position in the text stays where it was
+_SCHEMA_EVOLUTION = re.compile(r"\bMERGE(\s+WITH\s+SCHEMA\s+EVOLUTION)(?=\s+INTO\b)", re.IGNORECASE)
+
+
+def _blank_schema_evolution(text: str) -> str:
+    return _SCHEMA_EVOLUTION.sub(lambda m: "MERGE" + " " * len(m.group(1)), text)
+
+
 @lru_cache(maxsize=4096)
 def analyze_statements(text: str) -> SqlResult:
     """Analyze ``spark.sql`` text: one or more statements."""
     sqlglot = sqlglot_module()
+    text = _blank_schema_evolution(text)
 
     exp = exp_module()
     try:

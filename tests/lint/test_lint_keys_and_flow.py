@@ -487,3 +487,20 @@ def test_keys_and_tables_read_from_a_config_dict() -> None:
     # a dict that may hold other keys ({**base, ...}) or an unknown entry gives no key
     unknown = sink.replace('{"path"', '{**BASE, "path"').replace('"keys": ["order_no"], ', "")
     assert [(s, t) for _, _, s, t, _ in _reach(unknown)] == [("warning", "column")]
+
+
+def test_merge_with_schema_evolution_is_read_as_a_merge() -> None:
+    # Databricks' MERGE WITH SCHEMA EVOLUTION INTO does not parse in sqlglot: the statement, its random key
+    # included, was skipped without a word. It now gives what MERGE INTO gives, at the same positions
+    plain = '''
+    spark.sql("""
+    MERGE INTO silver.events t
+    USING (SELECT *, uuid() AS event_ref FROM bronze.events) s
+    ON t.event_ref = s.event_ref
+    WHEN NOT MATCHED THEN INSERT *
+    """)
+    '''
+    evolving = plain.replace("MERGE INTO", "merge  with schema\tevolution INTO")
+    want = [(f.rule, f.line, f.column, f.severity, f.target, f.column_name) for f in lint_code(plain)]
+    assert want == [("ND003", 4, 18, "error", "key", "event_ref")]
+    assert [(f.rule, f.line, f.column, f.severity, f.target, f.column_name) for f in lint_code(evolving)] == want
