@@ -306,8 +306,10 @@ def _program(rng: random.Random) -> str:
         rng.choice(
             [
                 "UpsertSink('/t', keys=[key], sequence_by=a).write(df)",
-                "DeltaTable.forPath(spark, '/t').alias('t').merge(df.alias('s'), cond)"
-                ".whenMatchedUpdateAll().execute()",
+                (
+                    "DeltaTable.forPath(spark, '/t').alias('t').merge(df.alias('s'), cond)"
+                    ".whenMatchedUpdateAll().execute()"
+                ),
                 "df.write.mode('append').saveAsTable('t')",
             ]
         )
