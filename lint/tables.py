@@ -28,7 +28,6 @@ _KEYLESS_WRITES = {
     "toTable": ("tableName",),
     "save": ("path",),
 }
-_COL = ("col", "column")  # F.col("x") names a column
 _BUDGET = 5_000  # nodes one backward walk visits at most
 
 
@@ -125,11 +124,8 @@ class Targets:
         columns = model.kwarg(call, "columns")
         out: set[str] = set()
         for arg in [columns] if columns is not None else call.args:
-            if type(arg) is ast.Call and arg.args and model.spark_name(model.qualname(arg.func, scope)) in _COL:
-                arg = arg.args[0]  # drop(F.col("rn"))
-            names = self._values.const_strings(arg, scope)
-            if names:
-                out.update(norm(n) for n in names)
+            # "rn", ["a", "b"], F.col("rn"), df.rn, a constant: an unknown expression names nothing
+            out.update(norm(n) for n in self._values.col_names(arg, scope) if not n.startswith("<"))
         return frozenset(out)
 
     def _sink_sources(self, sink: ast.Call) -> list[tuple[ast.AST, Scope]]:

@@ -211,15 +211,10 @@ def _guarded_by_other_name(ctx: Context, cond: ast.AST | None, scope: Any, colum
 def _column_value(ctx: Context, value: ast.AST, scope: Any) -> tuple[str, str] | None:
     """(qualifier, column) of a merge map value that is a bare column: ``"s.batch_id"`` or
     ``F.col("s.batch_id")``; None for any other value."""
-    if type(value) is ast.Call and value.args and len(value.args) == 1:
-        name = ctx.model.spark_name(ctx.model.qualname(value.func, scope))
-        if name not in ("col", "column"):
-            return None
-        value = value.args[0]
-    text = const(ctx, value, scope)
-    if not text:
+    names = ctx.values.col_names(value, scope)
+    if len(names) != 1 or names[0].startswith("<"):
         return None
-    parts = text.strip().split(".")
+    parts = names[0].strip().split(".")
     if len(parts) > 2 or not all(p.replace("_", "").isalnum() for p in parts):
         return None
     return (parts[0].lower(), parts[1].lower()) if len(parts) == 2 else ("", parts[0].lower())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from lint_helpers import lint_code
+
 from upsertsink.lint.checker import check_bytes
 from upsertsink.lint.fixes import fix_file
 from upsertsink.lint.rules import ALL_RULES, RULES
