@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+from collections.abc import Callable
 
 from upsertsink.lint import chains
 from upsertsink.lint import sql as sqlmod
+from upsertsink.lint.callsites import arguments, call_sites
 from upsertsink.lint.facts import SCD2_FLOW_LABEL, Facts, KeyDecl, norm, strip_qualifier
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
@@ -105,51 +107,18 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
     """The keys and sequences the facts declare beyond the ones recorded while collecting."""
     out: list[KeyDecl] = []
     for call, scope in facts.sink_calls:
-        keys_node = model.kwarg(call, "keys") or (call.args[1] if len(call.args) > 1 else None)
-        table = sink_target(model, values, call, scope)
-        for k in values.const_strings(keys_node, scope) or []:
-            out.append(KeyDecl(k, "merge key", scope, table=table))
-        seq_node = values.sink_option(call, scope, "sequence_by", "sequence")
-        history = values.const_int(values.sink_option(call, scope, "scd_type"), scope) == 2
-        for s in values.const_strings(seq_node, scope) or []:
+        for table, keys, seqs, history in _at_calls(model, values, scope, _sink_keys, call):
+            out.extend(KeyDecl(k, "merge key", scope, table=table) for k in keys)
             # an SCD type 2 sink's sequence becomes every version's __START_AT/__END_AT
-            out.append(KeyDecl(s, "sequence column", scope, sequence=True, history=history))
+            out.extend(KeyDecl(s, "sequence column", scope, sequence=True, history=history) for s in seqs)
     for call, cond, scope in facts.merges:
         if cond is None:
             continue
-        table = merge_target(model, values, call, scope)
-        text = values.str_value(cond, scope)
-        cols: list[str] = []
-        if text is not None:
-            cols = sqlmod.condition_keys(text.text)
-        else:
-            cond, cond_scope = _resolved(model, cond, scope)
-            for cmp in ast.walk(cond):
-                pair = _equality(cmp)
-                if pair is not None:
-                    sides = [values.col_names(side, cond_scope) for side in pair]
-                    if not all(sides) or not all(_is_column_ref(x) for x in pair):
-                        continue  # F.col("s.rn") == 1: a filter, not a key
-                    for names in sides:
-                        cols.extend(c for c in names if not c.startswith("<"))
-        for c in cols:
-            out.append(KeyDecl(c, "merge key", scope, table=table))
+        for table, cols in _at_calls(model, values, scope, _merge_keys, call, cond):
+            out.extend(KeyDecl(c, "merge key", scope, table=table) for c in cols)
     for cond, scope in facts.seq_conds:  # whenMatchedUpdate(condition="s.v > t.v"): newer wins by v
-        text = values.str_value(cond, scope)
-        if text is not None:
-            newer = sqlmod.condition_sequences(text.text)
-        else:
-            newer = []
-            cond, cond_scope = _resolved(model, cond, scope)
-            for cmp in ast.walk(cond):
-                if type(cmp) is ast.Compare and len(cmp.ops) == 1 and type(cmp.ops[0]) in _ORDER_OPS:
-                    left = values.col_names(cmp.left, cond_scope)
-                    right = values.col_names(cmp.comparators[0], cond_scope)
-                    same = len(left) == len(right) == 1 and norm(left[0]) == norm(right[0])
-                    if same and left[0] != right[0] and not left[0].startswith("<"):
-                        newer.append(left[0])
-        for c in newer:
-            out.append(KeyDecl(c, "sequence column", scope, sequence=True))
+        for _table, newer in _at_calls(model, values, scope, _newer_columns, cond, tabled=False):
+            out.extend(KeyDecl(c, "sequence column", scope, sequence=True) for c in newer)
     for call, scope in facts.dbt_keys:
         for k in values.const_strings(model.kwarg(call, "unique_key"), scope) or []:
             out.append(KeyDecl(k, "unique key of the dbt model", scope))
@@ -176,6 +145,112 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
         for k in names:
             out.append(KeyDecl(k, f"join key against the written table `{written[0]}`", scope))
     return out
+
+
+def _at_calls(
+    model: SemanticModel,
+    values: Values,
+    scope: Scope,
+    read: Callable[..., tuple],
+    *args: ast.AST,
+    tabled: bool = True,
+) -> list[tuple]:
+    """What ``read`` finds for a write: its table, then the columns it declares, then anything else. When
+    the table or the columns are not known and the write is inside a function of this module with
+    parameters (``def upsert(df, table, keys)``), once for each call of that function in the module, with
+    the parameters bound to that call's arguments; else (or when no call tells more) as the code stands.
+    ``tabled=False``: what ``read`` finds has no table (None), and the columns alone decide."""
+    first = read(model, values, *args, scope)
+    fscope = scope
+    while fscope is not None and not (fscope.kind == "function" and hasattr(fscope.node, "name")):
+        fscope = fscope.parent
+    complete = (first[0] is not None or not tabled) and first[1]
+    if complete or fscope is None or not fscope.params or not values.may_call(fscope):
+        return [first]
+    out = []
+    for site, site_scope in call_sites(model, fscope):
+        with values.at_call(fscope, arguments(site, site_scope, fscope)):
+            found = read(model, values, *args, scope)
+        if found[1]:
+            out.append(found)
+    return out or [first]
+
+
+def _sink_keys(
+    model: SemanticModel, values: Values, call: ast.Call, scope: Scope
+) -> tuple[str | None, list[str], list[str], bool]:
+    """An ``UpsertSink``'s table, keys, sequence columns and whether it keeps history (SCD type 2)."""
+    keys_node = model.kwarg(call, "keys") or (call.args[1] if len(call.args) > 1 else None)
+    seq_node = _sink_option(model, call, scope, "sequence_by", "sequence")
+    history = values.const_int(_sink_option(model, call, scope, "scd_type"), scope) == 2
+    keys = values.const_strings(keys_node, scope) or []
+    return sink_target(model, values, call, scope), keys, values.const_strings(seq_node, scope) or [], history
+
+
+def _sink_option(model: SemanticModel, call: ast.Call, scope: Scope, *names: str) -> ast.AST | None:
+    """A keyword argument of a sink call: ``name=...``, or an entry of a ``**{...}`` / ``**dict(...)``
+    argument (also through a name bound once to one)."""
+    found = model.kwarg(call, *names)
+    if found is not None:
+        return found
+    for kw in call.keywords:
+        if kw.arg is not None:
+            continue
+        value: ast.AST | None = kw.value
+        if type(value) is ast.Name:
+            bound = model.single_value(value, scope)
+            value = bound[0] if bound is not None else None
+        if type(value) is ast.Dict:
+            for k, v in zip(value.keys, value.values, strict=False):
+                if type(k) is ast.Constant and k.value in names:
+                    return v
+        elif type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "dict":
+            for inner in value.keywords:
+                if inner.arg in names:
+                    return inner.value
+    return None
+
+
+def _merge_keys(
+    model: SemanticModel, values: Values, call: ast.Call, cond: ast.AST, scope: Scope
+) -> tuple[str | None, list[str]]:
+    """The table a MERGE writes and the key columns its condition compares."""
+    table = merge_target(model, values, call, scope)
+    text = values.str_value(cond, scope)
+    cols: list[str] = []
+    if text is not None:
+        cols = sqlmod.condition_keys(text.text)
+    else:
+        cond, cond_scope = _resolved(model, cond, scope)
+        for cmp in ast.walk(cond):
+            pair = _equality(cmp)
+            if pair is not None:
+                sides = [values.col_names(side, cond_scope) for side in pair]
+                if not all(sides) or not all(_is_column_ref(x) for x in pair):
+                    continue  # F.col("s.rn") == 1: a filter, not a key
+                for names in sides:
+                    cols.extend(c for c in names if not c.startswith("<"))
+    return table, cols
+
+
+def _newer_columns(
+    model: SemanticModel, values: Values, cond: ast.AST, scope: Scope
+) -> tuple[None, list[str]]:
+    """The columns an update condition compares so that the newer row wins (``s.v > t.v``)."""
+    text = values.str_value(cond, scope)
+    if text is not None:
+        newer = sqlmod.condition_sequences(text.text)
+    else:
+        newer = []
+        cond, cond_scope = _resolved(model, cond, scope)
+        for cmp in ast.walk(cond):
+            if type(cmp) is ast.Compare and len(cmp.ops) == 1 and type(cmp.ops[0]) in _ORDER_OPS:
+                left = values.col_names(cmp.left, cond_scope)
+                right = values.col_names(cmp.comparators[0], cond_scope)
+                same = len(left) == len(right) == 1 and norm(left[0]) == norm(right[0])
+                if same and left[0] != right[0] and not left[0].startswith("<"):
+                    newer.append(left[0])
+    return None, newer
 
 
 def _resolved(model: SemanticModel, node: ast.AST, scope: Scope) -> tuple[ast.AST, Scope]:

@@ -43,6 +43,7 @@ from upsertsink.lint.scopes import Scope
 from upsertsink.lint.strings import PosText
 from upsertsink.lint.structs import replace
 from upsertsink.lint.values import Values
+from upsertsink.lint.windows import window_spec
 
 
 class Taint:
@@ -392,7 +393,7 @@ class Taint:
         func = call.func
         assert isinstance(func, ast.Attribute)
         inner = func.value
-        spec = self.values.window_spec(call.args[0], scope) if call.args else ((), ())
+        spec = window_spec(self.values, call.args[0], scope) if call.args else ((), ())
         ties = spec is None or self.may_tie(*spec)
         name = None
         if type(inner) is ast.Call:

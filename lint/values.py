@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from upsertsink.lint import chains
-from upsertsink.lint.api import COLUMN_KEEPING, NAME_ARG_FUNCTIONS, ORDER_WRAPPERS, PASS_THROUGH
+from upsertsink.lint.api import NAME_ARG_FUNCTIONS, ORDER_WRAPPERS
+from upsertsink.lint.callsites import arguments
 from upsertsink.lint.checker import ABSENT
-from upsertsink.lint.facts import norm
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.paths import find_sql_file, path_value, shown
 from upsertsink.lint.scopes import Scope
@@ -36,6 +37,38 @@ class Values:
         self._memo: dict[int, PosText | None] = {}
         self._busy: set[int] = set()  # ids of the nodes const_strings is evaluating (a cycle is unknown)
         self._holes = 0
+        # (id(function scope), parameter) -> the argument one call site gives it (see :meth:`at_call`)
+        self._args: dict[tuple[int, str], tuple[ast.AST, Scope]] = {}
+        self._calling: list[int] = []  # the functions whose calls are being evaluated, innermost last
+
+    @contextmanager
+    def at_call(self, fscope: Scope, args: dict[str, tuple[ast.AST, Scope]]) -> Iterator[None]:
+        """Evaluate as if the function of ``fscope`` ran for one call: its parameters are the arguments
+        that call gives (``upsert(out, "silver.orders", ["id"])``). Values found meanwhile are not kept."""
+        saved, saved_args = self._memo, self._args
+        self._memo = {}
+        self._args = {**saved_args, **{(id(fscope), name): arg for name, arg in args.items()}}
+        self._calling.append(id(fscope))
+        try:
+            yield
+        finally:
+            self._memo, self._args = saved, saved_args
+            self._calling.pop()
+
+    def may_call(self, fscope: Scope) -> bool:
+        """May :meth:`at_call` bind ``fscope``'s parameters now? Not inside a call of itself (recursion),
+        nor more than a few calls deep."""
+        return id(fscope) not in self._calling and len(self._calling) < 6
+
+    def _arg(self, node: ast.Name, scope: Scope) -> tuple[ast.AST, Scope] | None:
+        """The argument bound to the parameter ``node`` names, while :meth:`at_call` binds one."""
+        if not self._args:
+            return None
+        s = self.model.lookup(node.id, scope)
+        return self._args.get((id(s), node.id)) if s is not None else None
+
+    def _single(self, node: ast.Name, scope: Scope) -> tuple[ast.AST, Scope] | None:
+        return self._arg(node, scope) or self.model.single_value(node, scope)
 
     # ------------------------------------------------------------------ strings
     def str_value(self, node: ast.AST | None, scope: Scope, env: Env = ()) -> PosText | None:
@@ -66,6 +99,9 @@ class Values:
             for bound in reversed(env):
                 if node.id in bound:
                     return bound[node.id]
+            arg = self._arg(node, scope)
+            if arg is not None:
+                return self.str_value(arg[0], arg[1], env)
             s = self.model.lookup(node.id, scope)
             if s is not None and node.id in s.assigns:
                 values = [v for v in s.assigns[node.id] if v is not None]
@@ -97,8 +133,11 @@ class Values:
             inner = self.str_value(node.args[0], scope, env)
             return inner.dedent() if inner is not None else None
         returned = self.model.returned(node, scope)
-        if returned is not None:  # a helper or method that builds the text
-            return self.str_value(returned[0], returned[1], env)
+        if returned is not None:  # a helper or method that builds the text, from this call's arguments
+            if not self.may_call(returned[1]):
+                return None
+            with self.at_call(returned[1], arguments(node, scope, returned[1])):
+                return self.str_value(returned[0], returned[1], env)
         if type(func) is not ast.Attribute:
             if name == "str" and len(node.args) == 1:
                 return self.str_value(node.args[0], scope, env)
@@ -218,7 +257,7 @@ class Values:
         t = type(iterable)
         parts: list[PosText] = []
         if t is ast.Name and depth < 5:
-            value = self.model.single_value(iterable, scope)
+            value = self._single(iterable, scope)
             return self._join(sep, value[0], value[1], env, depth + 1) if value is not None else None
         if t is ast.List or t is ast.Tuple:
             for elt in iterable.elts:
@@ -250,7 +289,7 @@ class Values:
     def _iter_texts(self, node: ast.AST, scope: Scope, env: Env) -> list[PosText] | None:
         """The texts a loop over ``node`` sees: the items of a literal list (with their positions)."""
         if type(node) is ast.Name:
-            value = self.model.single_value(node, scope)
+            value = self._single(node, scope)
             if value is not None:
                 return self._iter_texts(value[0], value[1], env)
         if type(node) in (ast.List, ast.Tuple):
@@ -327,6 +366,9 @@ class Values:
                 out.extend(sub)
             return out
         if t is ast.Name:
+            arg = self._arg(node, scope)
+            if arg is not None:
+                return self.const_strings(arg[0], arg[1])
             s = self.model.lookup(node.id, scope)
             if s is not None and node.id in s.assigns:
                 values = [v for v in s.assigns[node.id] if v is not None]
@@ -360,7 +402,7 @@ class Values:
             return None
         base, where = node.value, scope
         if type(base) is ast.Name:
-            bound = self.model.single_value(base, scope)
+            bound = self._single(base, scope)
             if bound is None:
                 return None
             base, where = bound
@@ -389,7 +431,7 @@ class Values:
             v = node.value
             return v if type(v) is int else None
         if t is ast.Name:
-            bound = self.model.single_value(node, scope)
+            bound = self._single(node, scope)
             if bound is not None:
                 return self.const_int(bound[0], bound[1], depth + 1)
         if t is ast.Attribute:
@@ -401,42 +443,6 @@ class Values:
             if ext is not None and ext[1] == "value":
                 number = ext[0].get("number")
                 return number if type(number) is int else None
-        return None
-
-    def window_spec(self, node: ast.AST, scope: Scope, depth: int = 0) -> tuple[tuple, tuple] | None:
-        if depth > 20:
-            return None
-        t = type(node)
-        if t is ast.Name:
-            s = self.model.lookup(node.id, scope)
-            if s is None or node.id not in s.assigns:
-                q = self.model.qualname(node, scope) or node.id
-                return ((), ()) if q.rsplit(".", 1)[-1] == "Window" else None
-            values = [v for v in s.assigns[node.id] if v is not None]
-            if len(values) != 1:
-                return None
-            return self.window_spec(values[0], s, depth + 1)
-        if t is ast.Attribute:
-            return ((), ()) if node.attr == "Window" else None
-        if t is ast.Call and type(node.func) is ast.Name:  # a helper that builds the window
-            s = self.model.lookup(node.func.id, scope)
-            if s is None or node.func.id not in s.funcs:
-                return None
-            fscope = s.funcs[node.func.id][1]
-            specs = {self.window_spec(r, fscope, depth + 1) for r in fscope.returns}
-            return specs.pop() if len(specs) == 1 else None
-        if t is ast.Call and type(node.func) is ast.Attribute:
-            base = self.window_spec(node.func.value, scope, depth + 1)
-            if base is None:
-                return None
-            part, order = base
-            m = node.func.attr
-            cols = tuple(c for a in node.args for c in self.col_names(a, scope))
-            if m == "partitionBy":
-                return (part + cols, order)
-            if m == "orderBy":
-                return (part, order + cols)
-            return base
         return None
 
     def col_names(self, node: ast.AST, scope: Scope) -> list[str]:
@@ -476,40 +482,3 @@ class Values:
         return type(node) in (ast.Constant, ast.JoinedStr, ast.Name, ast.BinOp) or (
             type(node) is ast.Call and self.str_value(node, scope) is not None
         )
-
-    def sink_option(self, call: ast.Call, scope: Scope, *names: str) -> ast.AST | None:
-        """A keyword argument of a sink call: ``name=...``, or an entry of a ``**{...}`` / ``**dict(...)``
-        argument (also through a name bound once to one)."""
-        found = self.model.kwarg(call, *names)
-        if found is not None:
-            return found
-        for kw in call.keywords:
-            if kw.arg is not None:
-                continue
-            value: ast.AST | None = kw.value
-            if type(value) is ast.Name:
-                bound = self.model.single_value(value, scope)
-                value = bound[0] if bound is not None else None
-            if type(value) is ast.Dict:
-                for k, v in zip(value.keys, value.values):
-                    if type(k) is ast.Constant and k.value in names:
-                        return v
-            elif type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "dict":
-                for inner in value.keywords:
-                    if inner.arg in names:
-                        return inner.value
-        return None
-
-    def selects_only(self, node: ast.AST, scope: Scope, columns: list[str]) -> bool:
-        """Does the DataFrame expression ``node`` hold only ``columns`` (its nearest select lists no other)?"""
-        wanted = {norm(c) for c in columns}
-        for step, where in chains.down_chain(self.model, node, scope):
-            if type(step) is not ast.Call or type(step.func) is not ast.Attribute:
-                return False
-            m = step.func.attr
-            if m in ("select", "toDF") and step.args:
-                names = [c for a in step.args for c in (self.const_strings(a, where) or ["<expr>"])]
-                return bool(names) and {norm(c) for c in names} <= wanted
-            if m not in PASS_THROUGH and m not in COLUMN_KEEPING:
-                return False
-        return False

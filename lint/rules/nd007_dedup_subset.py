@@ -6,10 +6,28 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from upsertsink.lint import chains
+from upsertsink.lint.api import COLUMN_KEEPING, PASS_THROUGH
+from upsertsink.lint.facts import norm
 from upsertsink.lint.rules.base import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     from upsertsink.lint.context import Context
+    from upsertsink.lint.scopes import Scope
+
+
+def _selects_only(ctx: Context, node: ast.AST, scope: Scope, columns: list[str]) -> bool:
+    """Does the DataFrame expression ``node`` hold only ``columns`` (its nearest select lists no other)?"""
+    wanted = {norm(c) for c in columns}
+    for step, where in chains.down_chain(ctx.model, node, scope):
+        if type(step) is not ast.Call or type(step.func) is not ast.Attribute:
+            return False
+        m = step.func.attr
+        if m in ("select", "toDF") and step.args:
+            names = [c for a in step.args for c in (ctx.values.const_strings(a, where) or ["<expr>"])]
+            return bool(names) and {norm(c) for c in names} <= wanted
+        if m not in PASS_THROUGH and m not in COLUMN_KEEPING:
+            return False
+    return False
 
 
 def _dedup_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
@@ -22,7 +40,7 @@ def _dedup_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
     ):
         return
     subset = ctx.values.const_strings(subset_node, scope)
-    if subset is not None and ctx.values.selects_only(call.func.value, scope, subset):
+    if subset is not None and _selects_only(ctx, call.func.value, scope, subset):
         return  # every selected column is in the subset: only exact duplicates are removed
     what = f"{call.func.attr}() with a subset"
     own = ctx.model.source(RULE.code, call, what=what, span=ctx.model.method_span(call))

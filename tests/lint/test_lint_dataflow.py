@@ -250,6 +250,27 @@ def test_window_tie_heuristic_with_keys_and_sequence() -> None:
     assert got == [("ND006", 6, 25, "column", "rn")]
 
 
+def test_a_constant_second_sort_column_breaks_no_tie() -> None:
+    # ``orderBy(F.col("updated_at").desc(), F.lit(0))``: the constant is the same on every row, so two rows
+    # with the same updated_at still tie. Before, F.lit(0) counted as a second column, a tie-breaker.
+    for extra in ("F.lit(0)", "F.lit('x').desc()", "lit(1)"):
+        code = f"""
+        from pyspark.sql import functions as F
+        from pyspark.sql.functions import lit
+        from pyspark.sql.window import Window
+        w = Window.partitionBy("id").orderBy(F.col("updated_at").desc(), {extra})
+        a = df.withColumn("rn", F.row_number().over(w))
+        """
+        assert summary(lint_code(code)) == [("ND006", 6, 25, "column", "rn")], extra
+    code = """
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+    w = Window.partitionBy("id").orderBy(F.col("updated_at").desc(), F.col("event_id"), F.lit(0))
+    a = df.withColumn("rn", F.row_number().over(w))
+    """
+    assert lint_code(code) == []
+
+
 def test_limit_with_order_through_variable() -> None:
     code = """
     ordered = df.orderBy("id")

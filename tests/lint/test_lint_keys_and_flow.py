@@ -503,3 +503,130 @@ def test_merge_with_schema_evolution_is_read_as_a_merge() -> None:
     want = [(f.rule, f.line, f.column, f.severity, f.target, f.column_name) for f in lint_code(plain)]
     assert want == [("ND003", 4, 18, "error", "key", "event_ref")]
     assert [(f.rule, f.line, f.column, f.severity, f.target, f.column_name) for f in lint_code(evolving)] == want
+
+
+# ---------------------------------------------------------------- keys passed into a helper of the module
+
+
+def test_keys_and_table_passed_to_a_helper_of_the_module_are_that_write_s_keys() -> None:
+    # ``def upsert(df, table, keys)`` builds its MERGE condition from its parameters: each call's
+    # arguments declare that call's table and keys. Before, the condition was unknown text, so the
+    # partition-dependent key was only a column warning.
+    helpers = {
+        "a joined list": """
+        def upsert(df, table, keys):
+            cond = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+            DeltaTable.forName(spark, table).alias("t").merge(df.alias("s"), cond).whenMatchedUpdateAll().execute()
+        """,
+        "an f-string key": """
+        def upsert(df, table, key):
+            DeltaTable.forName(spark, table).alias("t").merge(df.alias("s"), f"t.{key} = s.{key}").whenMatchedUpdateAll().execute()
+        """,
+        "a sink": """
+        def upsert(df, table, keys):
+            UpsertSink.for_table(table, keys=keys).write(df)
+        """,
+    }
+    calls = {
+        "a joined list": 'upsert(out, "silver.orders", ["order_no"])',
+        "an f-string key": 'upsert(out, "silver.orders", "order_no")',
+        "a sink": 'upsert(out, "silver.orders", keys=["order_no"])',
+    }
+    for name, helper in helpers.items():
+        code = f"""
+        from pyspark.sql import functions as F
+        from delta.tables import DeltaTable
+        from upsertsink import UpsertSink
+        {helper.strip()}
+
+        def main():
+            out = spark.table("raw.orders").withColumn("order_no", F.monotonically_increasing_id())
+            {calls[name]}
+        """
+        findings = lint_code(code, key_patterns=())
+        assert [(f.rule, f.severity, f.target, f.column_name) for f in findings] == [
+            ("ND004", "error", "key", "order_no")
+        ], name
+        assert "table `silver.orders`" in findings[0].message, name
+
+
+def test_each_call_of_a_helper_judges_its_own_table_s_keys() -> None:
+    # two calls, two tables, two keys; a sequence given as a parameter with a default
+    code = """
+    from pyspark.sql import functions as F
+    from delta.tables import DeltaTable
+
+    def upsert(df, table, keys, seq="updated_at"):
+        cond = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+        (DeltaTable.forName(spark, table).alias("t").merge(df.alias("s"), cond)
+            .whenMatchedUpdateAll(condition=f"s.{seq} > t.{seq}").whenNotMatchedInsertAll().execute())
+
+    a = spark.read.table("bronze.a").withColumn("updated_at", F.current_timestamp())
+    upsert(a, "silver.a", ["id"])
+    b = spark.read.table("bronze.b").withColumn("bid", F.expr("uuid()"))
+    upsert(b, "silver.b", keys=["bid"], seq="version")
+    """
+    findings = lint_code(code, key_patterns=())
+    assert [(f.rule, f.severity, f.target, f.column_name) for f in findings] == [
+        ("ND001", "error", "sequence", "updated_at"),
+        ("ND003", "error", "key", "bid"),
+    ]
+    assert "table `silver.b`" in findings[1].message
+
+
+def test_a_helper_whose_keys_come_from_unpacked_arguments_stays_unknown() -> None:
+    # ``upsert(out, *args)`` / ``upsert(**cfg)``: which parameter gets what is not known
+    for call in ('upsert(out, *ARGS)', 'upsert(**CFG)'):
+        code = f"""
+        from pyspark.sql import functions as F
+        from delta.tables import DeltaTable
+        ARGS = ("silver.orders", ["order_no"])
+        CFG = dict(df=None, table="silver.orders", keys=["order_no"])
+
+        def upsert(df, table, keys):
+            cond = " AND ".join(f"t.{{k}} = s.{{k}}" for k in keys)
+            DeltaTable.forName(spark, table).alias("t").merge(df.alias("s"), cond).whenMatchedUpdateAll().execute()
+
+        out = spark.table("raw.orders").withColumn("order_no", F.monotonically_increasing_id())
+        {call}
+        """
+        assert [(f.rule, f.severity) for f in lint_code(code, key_patterns=())] == [("ND004", "warning")], call
+
+
+def test_a_helper_that_builds_the_condition_from_its_arguments() -> None:
+    # ``merge(..., on_clause(["order_no"]))``: the text the helper returns is built from this call's
+    # arguments. Before, the parameter was unknown, so the text (and the key) was too.
+    code = """
+    from pyspark.sql import functions as F
+    from delta.tables import DeltaTable
+
+    def on_clause(keys, t="t", s="s"):
+        return " AND ".join(f"{t}.{k} = {s}.{k}" for k in keys)
+
+    out = df.withColumn("order_no", F.monotonically_increasing_id())
+    DeltaTable.forName(spark, "silver.orders").alias("t").merge(out.alias("s"), on_clause(["order_no"])).whenNotMatchedInsertAll().execute()
+    """
+    assert [(f.rule, f.severity, f.target, f.column_name) for f in lint_code(code, key_patterns=())] == [
+        ("ND004", "error", "key", "order_no")
+    ]
+
+
+def test_helpers_that_call_themselves_are_read_without_end() -> None:
+    # a helper evaluated with its call's arguments binds them again for each nested call: recursion (direct
+    # or through another helper) must end as an unknown text, not as ND000
+    code = """
+    from pyspark.sql import functions as F
+
+    def f(k):
+        return f(k) + "x"
+
+    def g(k):
+        return h(k)
+
+    def h(k):
+        return g(k)
+
+    spark.sql(f("a")).withColumn("ts", F.current_timestamp()).write.saveAsTable("t1")
+    spark.sql(g("a")).write.saveAsTable("t2")
+    """
+    assert [(f.rule, f.column_name) for f in lint_code(code, key_patterns=())] == [("ND001", "ts")]

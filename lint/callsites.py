@@ -1,0 +1,58 @@
+"""Calls of the module's own functions: where a function is called, and what each call gives each of its
+parameters. Used to read a write inside a helper (``def upsert(df, table, keys)``) once per call, with the
+call's arguments (:meth:`upsertsink.lint.values.Values.at_call`)."""
+
+from __future__ import annotations
+
+import ast
+
+from upsertsink.lint.model import SemanticModel
+from upsertsink.lint.scopes import Scope
+
+
+def call_sites(model: SemanticModel, fscope: Scope) -> list[tuple[ast.Call, Scope]]:
+    """The calls of this module that call the function of ``fscope`` by its name or as ``self.method``."""
+    fn = fscope.node
+    name = getattr(fn, "name", None)
+    if name is None:
+        return []
+    out = []
+    for call, scope in model.calls:
+        func = call.func
+        if type(func) is ast.Name and func.id == name:
+            s = model.lookup(name, scope)
+            if s is not None and s.funcs.get(name, (None, None))[1] is fscope:
+                out.append((call, scope))
+        elif type(func) is ast.Attribute and func.attr == name:
+            cls = model.self_class(func.value, scope)
+            if cls is not None and cls.funcs.get(name, (None, None))[1] is fscope:
+                out.append((call, scope))
+    return out
+
+
+def arguments(call: ast.Call, scope: Scope, fscope: Scope) -> dict[str, tuple[ast.AST, Scope]]:
+    """What each parameter of the function of ``fscope`` is given by ``call`` (made in ``scope``): its
+    argument, else its default (in the scope that defines the function). A parameter a ``*args``
+    argument may fill is left out (unknown); a ``**kwargs`` argument leaves all of them out."""
+    a = fscope.node.args  # type: ignore[union-attr]
+    positional = [x.arg for x in a.posonlyargs + a.args]
+    home = fscope.parent if fscope.parent is not None else fscope
+    out: dict[str, tuple[ast.AST, Scope]] = {}
+    for name, d in zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True):
+        out[name] = (d, home)
+    for x, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        if d is not None:
+            out[x.arg] = (d, home)
+    if type(call.func) is ast.Attribute and positional:  # self.method(...): the first is self
+        positional = positional[1:]
+    for i, arg in enumerate(call.args[: len(positional)]):
+        if type(arg) is ast.Starred:
+            for later in positional[i:]:
+                out.pop(later, None)
+            break
+        out[positional[i]] = (arg, scope)
+    for kw in call.keywords:
+        if kw.arg is None:  # **kwargs: any parameter may come from it
+            return {}
+        out[kw.arg] = (kw.value, scope)
+    return out
