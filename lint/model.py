@@ -70,6 +70,10 @@ class SemanticModel:
         self.dbt_model = False  # the module defines a dbt Python model ``def model(dbt, session)``
         self.decorated: list[Scope] = []  # the scopes of the ``def``s that have decorators
         self.wants: set[str] = set()  # import-qualified names looked up in other files of the tree
+        # id(value) of each ``name = value`` -> is it directly in its scope's body; each scope's loops: reaching.py
+        self.plain: dict[int, bool] = {}
+        self.loops: dict[int, list[ast.AST]] = {}
+        self._top: set[int] = {id(stmt) for stmt in tree.body}
         self._collect()
 
     def _scope(self, kind: str, parent: Scope, node: ast.AST) -> Scope:
@@ -108,6 +112,12 @@ class SemanticModel:
         elif t is ast.Assign:
             for target in node.targets:
                 self._bind_target(target, node.value, scope)
+            if (
+                len(node.targets) == 1
+                and type(node.targets[0]) is ast.Name
+                and node.targets[0].id not in scope.globals
+            ):
+                self.plain[id(node.value)] = id(node) in self._top
             if len(node.targets) == 1 and type(node.targets[0]) is ast.Name and type(node.value) is ast.Call:
                 self.assigned_to[id(node.value)] = (node.targets[0].id, scope)
         elif t is ast.Expr:
@@ -156,6 +166,7 @@ class SemanticModel:
             else:
                 for stmt in node.body:
                     stack.append((stmt, fscope))
+                    self._top.add(id(stmt))
             return True
         elif t is ast.ClassDef:
             scope.bind(node.name, None)
@@ -185,6 +196,10 @@ class SemanticModel:
                     scope.imports[alias.asname or alias.name] = full
         elif t is ast.For or t is ast.AsyncFor or t is ast.comprehension:
             self._bind_target(node.target, node.iter, scope)
+            if t is not ast.comprehension:
+                self.loops.setdefault(id(scope), []).append(node)
+        elif t is ast.While:
+            self.loops.setdefault(id(scope), []).append(node)
         elif t is ast.With or t is ast.AsyncWith:
             for item in node.items:
                 if item.optional_vars is not None:

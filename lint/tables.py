@@ -17,6 +17,7 @@ import ast
 from upsertsink.lint import chains
 from upsertsink.lint.facts import Facts, norm
 from upsertsink.lint.model import SemanticModel
+from upsertsink.lint.reaching import reaching
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.values import Values
 
@@ -29,6 +30,7 @@ _KEYLESS_WRITES = {
     "save": ("path",),
 }
 _BUDGET = 5_000  # nodes one backward walk visits at most
+_REPLACING = frozenset({"drop", "withColumn", "withColumns"})  # calls that remove (or replace) columns
 
 
 def merge_target(model: SemanticModel, values: Values, call: ast.Call, scope: Scope) -> str | None:
@@ -114,8 +116,20 @@ class Targets:
 
     def _drops(self, call: ast.Call, scope: Scope) -> frozenset[str]:
         """The columns ``df.drop(...)`` removes: names given as strings (Spark's ``drop("a", "b")``, pandas'
-        ``drop(columns=[...])`` or ``drop([...], axis=1)``); pandas' rows (``index=``, ``axis=0``) are none."""
+        ``drop(columns=[...])`` or ``drop([...], axis=1)``); pandas' rows (``index=``, ``axis=0``) are none.
+        ``withColumn("c", v)`` / ``withColumns({"c": v})`` replace the column ``c`` the DataFrame below
+        them held: its earlier value is not written either."""
         model = self.model
+        if call.func.attr == "withColumn":  # type: ignore[attr-defined]
+            names = self._values.const_strings(call.args[0], scope) if call.args else None
+            return frozenset(norm(n) for n in names or ())
+        if call.func.attr == "withColumns":  # type: ignore[attr-defined]
+            given = call.args[0] if call.args else None
+            if type(given) is not ast.Dict:
+                return frozenset()
+            return frozenset(
+                norm(k.value) for k in given.keys if type(k) is ast.Constant and isinstance(k.value, str)
+            )
         axis = model.kwarg(call, "axis")
         if model.kwarg(call, "index") is not None or (
             type(axis) is ast.Constant and axis.value in (0, "index", "rows")
@@ -164,7 +178,7 @@ class Targets:
                 dropped[key] = gone if before is None else before & gone  # dropped on every path
                 func = node.func
                 if type(func) is ast.Attribute:
-                    below = gone | self._drops(node, scope) if func.attr == "drop" else gone
+                    below = gone | self._drops(node, scope) if func.attr in _REPLACING else gone
                     stack.append((func.value, scope, below))
                 else:
                     returned = model.returned(node, scope)
@@ -175,8 +189,7 @@ class Targets:
             elif t is ast.Attribute or t is ast.Subscript or t is ast.Starred:
                 stack.append((node.value, scope, gone))
             elif t is ast.Name:
-                owner = model.lookup(node.id, scope)
-                if owner is not None:
-                    stack.extend((v, owner, gone) for v in owner.assigns.get(node.id, ()) if v is not None)
+                owner, bound = reaching(model, node, scope)
+                stack.extend((v, owner, gone) for v in bound)
             elif t is ast.List or t is ast.Tuple:
                 stack.extend((e, scope, gone) for e in node.elts)

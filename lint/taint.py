@@ -39,6 +39,7 @@ from upsertsink.lint.catalogue import (
 from upsertsink.lint.facts import EMPTY, Facts, RowEffect, Src, Write, norm, summary_sources
 from upsertsink.lint.keys import Keys
 from upsertsink.lint.model import SemanticModel
+from upsertsink.lint.reaching import reaching
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.strings import PosText
 from upsertsink.lint.structs import replace
@@ -59,6 +60,9 @@ class Taint:
         self._busy: set[int] = set()
         self._col_memo: dict[str, frozenset] = {}
         self._col_busy: set[str] = set()
+        # columns whose taint was cut short (asked again while being computed) during the current evaluation:
+        # what is computed meanwhile is partial and not memoized (``withColumn("k", F.col("k").cast(...))``)
+        self._col_cut: set[str] = set()
         self._fn_memo: dict[int, frozenset] = {}
         self._call_sites: dict[int, list[tuple[ast.Call, Scope]]] | None = None
 
@@ -73,11 +77,14 @@ class Taint:
         if key in self._busy:
             return EMPTY
         self._busy.add(key)
+        outer_cut, self._col_cut = self._col_cut, set()
         try:
             result = self._of(node, scope)
         finally:
             self._busy.discard(key)
-        self._memo[key] = result
+            cut, self._col_cut = self._col_cut, outer_cut | self._col_cut
+        if not cut:
+            self._memo[key] = result
         return result
 
     def _of(self, node: ast.AST, scope: Scope) -> frozenset:
@@ -129,7 +136,8 @@ class Taint:
                     return self._ext_srcs(ext, node)
             return EMPTY
         out = EMPTY
-        for value in s.assigns[name]:
+        bound = reaching(self.model, node, scope)[1] if type(node) is ast.Name else s.assigns[name]
+        for value in bound:
             if value is not None:
                 out = out | self.of(value, s)
         if s.kind == "function" and name in s.params:
@@ -167,15 +175,20 @@ class Taint:
         if memo is not None:
             return memo
         if col in self._col_busy:
+            self._col_cut.add(col)
             return EMPTY
         self._col_busy.add(col)
+        outer_cut, self._col_cut = self._col_cut, set()
         out = EMPTY
         try:
             for w in self.facts.by_column.get(col, ()):
                 out = out | self.write_taint(w)
         finally:
             self._col_busy.discard(col)
-        self._col_memo[col] = out
+            self._col_cut.discard(col)  # its own writes reading it add nothing new: the union is complete
+            cut, self._col_cut = self._col_cut, outer_cut | self._col_cut
+        if not cut:
+            self._col_memo[col] = out
         return out
 
     def write_taint(self, w: Write | RowEffect) -> frozenset:

@@ -375,6 +375,89 @@ def test_a_column_added_again_after_a_drop_is_written() -> None:
     assert [(r, c) for r, _, _, _, c in _reach(code)] == [("ND001", "ts")]
 
 
+def test_a_name_rebound_over_itself_reaches_the_write_only_through_its_last_binding() -> None:
+    # ``out = out.drop("tmp_ts")``: the write sees the second binding only. Before, every binding of ``out``
+    # reached the write, so the dropped columns were reported as written.
+    code = """
+    from pyspark.sql import functions as F
+    from upsertsink import UpsertSink
+    out = spark.table("raw.e").withColumn("tmp_ts", F.current_timestamp()).withColumn("rid", F.rand())
+    out = out.drop("tmp_ts", "rid")
+    UpsertSink("/t", keys=["event_id"]).write(out)
+    """
+    assert _reach(code) == []
+
+
+def test_a_column_replaced_by_a_later_with_column_is_not_written_with_its_first_value() -> None:
+    # the key first numbered by position, then replaced by a hash of the row: the position never reaches
+    # the table. In one chain and through a rebound name.
+    for code in (
+        """
+        from pyspark.sql import functions as F
+        from upsertsink import UpsertSink
+        out = df.withColumn("event_id", F.monotonically_increasing_id())
+        out = out.withColumn("event_id", F.sha2(F.concat_ws("|", "a", "b"), 256))
+        UpsertSink("/t", keys=["event_id"]).write(out)
+        """,
+        """
+        from pyspark.sql import functions as F
+        from upsertsink import UpsertSink
+        out = (df.withColumn("event_id", F.monotonically_increasing_id())
+            .withColumns({"event_id": F.sha2(F.col("a"), 256)}))
+        UpsertSink("/t", keys=["event_id"]).write(out)
+        """,
+    ):
+        assert _reach(code) == [], code
+    # a replacement computed from the replaced value still carries it
+    derived = """
+    from pyspark.sql import functions as F
+    from upsertsink import UpsertSink
+    out = df.withColumn("event_id", F.monotonically_increasing_id())
+    out = out.withColumn("event_id", F.col("event_id").cast("string"))
+    UpsertSink("/t", keys=["event_id"]).write(out)
+    """
+    assert [(r, s, t, c) for r, _, s, t, c in _reach(derived)] == [("ND004", "error", "key", "event_id")]
+
+
+def test_bindings_in_branches_and_loops_still_reach_the_write() -> None:
+    # only straight-line rebinding narrows what reaches a use: a drop in one branch, a loop that rebinds the
+    # name after its use, or a binding in another scope keep the earlier value
+    branch = """
+    from pyspark.sql import functions as F
+    out = spark.table("raw.e").withColumn("ts", F.current_timestamp())
+    if flag:
+        out = out.drop("ts")
+    out.write.saveAsTable("t")
+    """
+    assert [c for *_, c in _reach(branch)] == ["ts"]
+    loop = """
+    from pyspark.sql import functions as F
+    out = spark.table("raw.e")
+    for day in days:
+        out.write.saveAsTable("t")
+        out = spark.table("raw.e").withColumn("ts", F.current_timestamp())
+    """
+    assert [c for *_, c in _reach(loop)] == ["ts"]
+    later_function = """
+    from pyspark.sql import functions as F
+    out = spark.table("raw.e")
+
+    def write():
+        out.write.saveAsTable("t")
+
+    out = spark.table("raw.e").withColumn("ts", F.current_timestamp())
+    write()
+    """
+    assert [c for *_, c in _reach(later_function)] == ["ts"]
+    straight = """
+    from pyspark.sql import functions as F
+    out = spark.table("raw.e").withColumn("ts", F.current_timestamp())
+    out.write.saveAsTable("t")
+    out = spark.table("raw.f")
+    """
+    assert [c for *_, c in _reach(straight)] == ["ts"]
+
+
 def test_null_safe_equality_in_a_merge_condition_declares_keys() -> None:
     # ``t.k <=> s.k`` (SQL text, a MERGE statement) and ``F.col(...).eqNullSafe(...)`` join on k as ``=``
     # does; before, k was not a key and a uuid in it was only a column warning
