@@ -7,6 +7,7 @@ become one ND000 finding for the file.
 from __future__ import annotations
 
 import io
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, ClassVar, overload
@@ -200,6 +201,7 @@ def check_bytes(
         return FileResult([], False)
     analyze = not prefilter or has_trigger(data) or bool(opts.externals)
     conv: Converted | None = None
+    text = ""
     try:
         if path.endswith(".ipynb"):
             conv = convert_ipynb(data.decode("utf-8-sig"))
@@ -217,7 +219,8 @@ def check_bytes(
             return FileResult([], False)
         lines = SourceLines(text)
     except SyntaxError as exc:
-        return FileResult([_parse_error(path, exc.lineno or 1, exc.offset or 1, exc.msg, conv)], True)
+        newer = sys.version_info < (3, 12) and _newer_syntax(text, exc)
+        return FileResult([_parse_error(path, exc.lineno or 1, exc.offset or 1, exc.msg, conv, newer)], True)
     except NotebookError as exc:
         return FileResult([_parse_error(path, 1, 1, str(exc)[:160])], True)
     except (UnicodeDecodeError, LookupError) as exc:
@@ -382,9 +385,56 @@ def noqa_line_map(text: str) -> dict[int, int]:
     return out
 
 
-def _parse_error(path: str, line: int, col: int, msg: str, conv: Converted | None = None) -> Finding:
+def _newer_syntax(text: str, exc: SyntaxError) -> bool:
+    """Is the text that the running Python's parser refused valid in a later Python: an f-string error or a
+    ``type X = ...`` / ``def f[T]`` / ``class C[T]`` line (PEP 701, PEP 695), that libcst's parser, which
+    reads those, accepts? libcst's native parser is only asked about texts of moderate size and nesting
+    (it overflows its stack on deeply nested code)."""
+    line = exc.text or ""
+    if not ((exc.msg or "").startswith("f-string") or _NEWER_LINE.match(line)):
+        return False
+    if len(text) > 2_000_000 or _nesting(text) > 60:
+        return False
+    try:
+        import libcst
+
+        libcst.parse_module(text)
+    except Exception:  # noqa: BLE001 - any failure: not valid in a later Python either
+        return False
+    return True
+
+
+_NEWER_LINE = re.compile(r"\s*(type\s+\w|(async\s+)?def\s+\w+\s*\[|class\s+\w+\s*\[)")
+
+
+def _nesting(text: str) -> int:
+    """The deepest bracket nesting of the text (strings included: an upper bound)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+    return deepest
+
+
+def _parse_error(
+    path: str, line: int, col: int, msg: str, conv: Converted | None = None, newer: bool = False
+) -> Finding:
     line = max(int(line), 1)
     col = max(int(col), 1)
+    text = (
+        f"the file could not be parsed ({msg}); nothing in it was checked. Fix the syntax error "
+        "(or the file's encoding) so the determinism checks can run."
+    )
+    if newer:  # valid code of a later Python than the linter's own
+        running = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        text = (
+            f"the file uses syntax of a Python later than {running}, the linter's own, which cannot parse "
+            f"it ({msg}); nothing in it was checked. Run `upsertsink lint` on the Python the job runs on "
+            "(3.12 or later) so the determinism checks can run."
+        )
     finding = Finding(
         path,
         line,
@@ -393,8 +443,7 @@ def _parse_error(path: str, line: int, col: int, msg: str, conv: Converted | Non
         col + 1,
         "ND000",
         "error",
-        f"the file could not be parsed ({msg}); nothing in it was checked. Fix the syntax error "
-        "(or the file's encoding) so the determinism checks can run.",
+        text,
         None,
         None,
     )

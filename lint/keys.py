@@ -219,7 +219,7 @@ def _merge_keys(
     text = values.str_value(cond, scope)
     cols: list[str] = []
     if text is not None:
-        cols = sqlmod.condition_keys(text.text)
+        cols = _named(sqlmod.condition_keys(text.text))
     else:
         cond, cond_scope = _resolved(model, cond, scope)
         for cmp in ast.walk(cond):
@@ -239,7 +239,7 @@ def _newer_columns(
     """The columns an update condition compares so that the newer row wins (``s.v > t.v``)."""
     text = values.str_value(cond, scope)
     if text is not None:
-        newer = sqlmod.condition_sequences(text.text)
+        newer = _named(sqlmod.condition_sequences(text.text))
     else:
         newer = []
         cond, cond_scope = _resolved(model, cond, scope)
@@ -251,6 +251,11 @@ def _newer_columns(
                 if same and left[0] != right[0] and not left[0].startswith("<"):
                     newer.append(left[0])
     return None, newer
+
+
+def _named(columns: list[str]) -> list[str]:
+    """The columns of a condition less the placeholders of values not known (``t.{k} = s.{k}``)."""
+    return [c for c in columns if "__ph" not in c]
 
 
 def _resolved(model: SemanticModel, node: ast.AST, scope: Scope) -> tuple[ast.AST, Scope]:

@@ -176,7 +176,9 @@ def _merge(merge, pos: Positions, result: SqlResult) -> None:
                 if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column)
             }
             cond = when.args.get("condition")
-            guarded = cond is not None and any(c.lower() in assigned for c in _newer_columns(cond))
+            guarded = cond is not None and (
+                any(c.lower() in assigned for c in _newer_columns(cond)) or _sets_what_it_compares(cond, then)
+            )
             for eq in then.expressions:
                 if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column):
                     name = column_name(eq.left)
@@ -306,9 +308,27 @@ def _newer_columns(cond) -> list[str]:
             and column_name(left).lower() == column_name(right).lower()
             and left.table != right.table
             and column_name(left) not in out
+            and "__ph" not in column_name(left)  # an f-string field not known: no column name
         ):
             out.append(column_name(left))
     return out
+
+
+def _sets_what_it_compares(cond, update) -> bool:
+    """Does the clause compare a target column with a value by strict order and set the column to that same
+    value (``WHEN MATCHED AND {batch_id} > t.batch_id THEN UPDATE SET t.batch_id = {batch_id}``)? Once the
+    update ran, a replay of the batch no longer passes the condition."""
+    exp = exp_module()
+    sets = {
+        column_name(eq.left).lower(): eq.right.sql()
+        for eq in update.expressions
+        if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column)
+    }
+    for cmp in cond.find_all(exp.GT, exp.LT):
+        for value, column in ((cmp.left, cmp.right), (cmp.right, cmp.left)):
+            if isinstance(column, exp.Column) and sets.get(column_name(column).lower()) == value.sql():
+                return value.sql() != column.sql()
+    return False
 
 
 def _order_pairs(cond) -> list[tuple[str, str, str, str]]:

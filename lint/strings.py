@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from collections.abc import Sequence
 
@@ -17,6 +18,7 @@ from upsertsink.lint.structs import field, struct
 
 Pos = tuple[int, int]
 
+_PLAIN_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")  # an f-string field that is a name or attribute
 _SIMPLE_ESCAPES = {
     "\\": "\\",
     "'": "'",
@@ -134,8 +136,12 @@ class PosText:
         return PosText("".join(out_text), out_pos, self.holes, self.last_line)
 
 
-def _decode_body(body: str, start: Pos, raw: bool, fstring: bool, holes: list[ast.AST], out: PosText) -> None:
-    """Append the value of a literal body (between the quotes) to ``out``, tracking positions."""
+def _decode_body(
+    body: str, start: Pos, raw: bool, fstring: bool, holes: list[ast.AST], out: PosText, fields: list
+) -> None:
+    """Append the value of a literal body (between the quotes) to ``out``, tracking positions. ``fields``:
+    the number of f-string fields so far, then the placeholder of each plain name field: ``{batch_id}``
+    twice in one literal is one placeholder (the same value), so SQL can compare the two."""
     line, col = start
     i = 0
     n = len(body)
@@ -177,10 +183,14 @@ def _decode_body(body: str, start: Pos, raw: bool, fstring: bool, holes: list[as
                         if depth == 0:
                             break
                     j += 1
-                name = f"__ph{len(out.holes)}__"
-                idx = len(out.holes)
-                if idx < len(holes):
+                idx = fields[0]
+                fields[0] += 1
+                expr_text = body[i + 1 : j].strip()
+                name = fields[1].get(expr_text) or f"__ph{idx}__"
+                if idx < len(holes) and name not in out.holes:
                     out.holes[name] = holes[idx]
+                if _PLAIN_FIELD.fullmatch(expr_text):
+                    fields[1].setdefault(expr_text, name)
                 out.text += name
                 out.positions.extend([here] * len(name))
                 advance(min(j + 1, n) - i)
@@ -247,6 +257,7 @@ def literal_text(node: ast.Constant | ast.JoinedStr, lines: Sequence[str]) -> Po
         else []
     )
     out = PosText("", [], last_line=node.end_lineno)
+    fields: list = [0, {}]
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO("(" + segment + ")").readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
@@ -270,5 +281,5 @@ def literal_text(node: ast.Constant | ast.JoinedStr, lines: Sequence[str]) -> Po
         else:
             col = col0 + 1
         body_start = (line_no, col + k + len(quote))
-        _decode_body(body, body_start, "r" in prefix, "f" in prefix, holes, out)
+        _decode_body(body, body_start, "r" in prefix, "f" in prefix, holes, out, fields)
     return out

@@ -208,6 +208,8 @@ class Taint:
                 continue
             line, col, eline, ecol = text.span(site.start, site.end)
             alt = text.last_line
+            spelled = text.text[site.start : site.end]  # array_agg, not sqlglot's collect_list
+            shown = spelled.lower() if spelled.isidentifier() and site.name.islower() else site.name
             partition = None
             if site.window is not None and site.rule == WINDOW_TIES_CODE:
                 partition = frozenset(norm(c) for c in site.window[0])
@@ -218,7 +220,7 @@ class Taint:
                     col,
                     eline,
                     ecol,
-                    f"{site.name} in SQL",
+                    f"{shown} in SQL",
                     via=text.origin_of(site.start),
                     alt_line=alt,
                     partition=partition,

@@ -453,6 +453,12 @@ class Values:
             return [c for e in node.elts for c in self.col_names(e, scope)]
         if t is ast.Starred:
             return self.col_names(node.value, scope)
+        if (
+            (t is ast.ListComp or t is ast.GeneratorExp)
+            and len(node.generators) == 1
+            and not node.generators[0].ifs
+        ):
+            return self.col_names(node.elt, scope)  # [F.col(c).desc() for c in COLS]: c is bound to COLS
         if t is ast.Call:
             func = node.func
             if type(func) is ast.Attribute and func.attr in ORDER_WRAPPERS and not node.args:

@@ -271,6 +271,23 @@ def test_a_constant_second_sort_column_breaks_no_tie() -> None:
     assert lint_code(code) == []
 
 
+def test_an_ordering_unpacked_from_a_comprehension_over_a_constant_list() -> None:
+    # ``orderBy(*[F.col(c).desc() for c in ORDER_COLS])``: the columns are ORDER_COLS. Before, the unpacked
+    # list was one unknown column, so a two-column ordering was taken to tie.
+    base = """
+    from pyspark.sql import Window, functions as F
+    ORDER_COLS = {cols}
+    w = Window.partitionBy("id").orderBy(*[F.col(c).desc() for c in ORDER_COLS])
+    a = df.withColumn("rn", F.row_number().over(w))
+    """
+    assert lint_code(base.format(cols='["updated_at", "ingest_seq"]')) == []
+    assert summary(lint_code(base.format(cols='["updated_at"]'))) == [("ND006", 5, 25, "column", "rn")]
+    filtered = base.replace("for c in ORDER_COLS]", "for c in ORDER_COLS if c]")
+    assert summary(lint_code(filtered.format(cols='["updated_at", "ingest_seq"]'))) == [
+        ("ND006", 5, 25, "column", "rn")
+    ]
+
+
 def test_limit_with_order_through_variable() -> None:
     code = """
     ordered = df.orderBy("id")

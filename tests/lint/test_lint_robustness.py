@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,23 @@ def test_invalid_syntax_is_one_error_finding() -> None:
         assert len(findings) == 1
         f = findings[0]
         assert (f.rule, f.severity, f.target, f.column_name) == ("ND000", "error", None, None)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the linter's Python reads 3.12 syntax itself")
+def test_syntax_of_a_later_python_says_so() -> None:
+    # PEP 701 f-strings and PEP 695 type aliases are valid Python 3.12: the finding says the linter's own
+    # Python cannot read them and how to check the file, not "fix the syntax error"
+    for code in (
+        'CFG = {"t": "x"}\nspark.sql(f"SELECT * FROM {CFG["t"]}")\n',
+        "type Rows = list[dict]\n",
+        "def first[T](xs: list[T]) -> T:\n    return xs[0]\n",
+    ):
+        [f] = check_bytes("new.py", code.encode(), [], []).findings
+        assert (f.rule, f.severity) == ("ND000", "error")
+        assert "syntax of a Python later than 3.11" in f.message, code
+        assert "Fix the syntax error" not in f.message
+    [f] = check_bytes("broken.py", b"x = (\n", [], []).findings
+    assert "later than" not in f.message and "Fix the syntax error" in f.message
 
 
 def test_null_bytes_and_undecodable_files() -> None:

@@ -109,6 +109,29 @@ def test_nd012_the_guard_its_own_fix_advises_is_recognized() -> None:
         assert "ND012" in [f.rule for f in lint_code(base.format(cond=cond, value=value))], (cond, value)
 
 
+def test_nd012_a_sql_guard_on_the_batch_id_of_an_f_string_is_recognized() -> None:
+    # ``WHEN MATCHED AND {batch_id} > t.batch_id THEN UPDATE SET ..., t.batch_id = {batch_id}``: the batch
+    # id is a Python value spliced into the text twice; once the update ran, a replay fails the condition.
+    # Before, each field was a different placeholder, so the guard was not seen and ND012 was an error.
+    base = '''
+    def upsert(df, batch_id):
+        df.sparkSession.sql(f"""MERGE INTO dw.totals t USING updates s ON t.id = s.id
+            WHEN MATCHED AND {cond} THEN UPDATE SET t.total = t.total + s.n, t.batch_id = {value}""")
+    '''
+    for cond in ("{batch_id} > t.batch_id", "t.batch_id < {batch_id}", "s.batch_id > t.batch_id"):
+        value = "s.batch_id" if cond.startswith("s.") else "{batch_id}"
+        code = base.replace("{cond}", cond).replace("{value}", value)
+        assert "ND012" not in [f.rule for f in lint_code(code)], cond
+    for cond, value in (
+        ("{batch_id} >= t.batch_id", "{batch_id}"),  # a replay passes >= again
+        ("{batch_id} > t.batch_id", "{other_id}"),
+        ("{batch_id} > t.batch_id", "{batch_id!r}"),
+        ("{batch_id} > t.first_batch_id", "{batch_id}"),
+    ):
+        code = base.replace("{cond}", cond).replace("{value}", value)
+        assert "ND012" in [f.rule for f in lint_code(code)], (cond, value)
+
+
 def test_nd011_txn_options_given_as_keyword_unpacking_mark_the_append() -> None:
     # .options(**txn) with txn = {"txnAppId": ..., "txnVersion": epoch_id}: before, only .option(...),
     # .options(k=v) and .options({...}) were read, so the marked append was an ND011 error
@@ -123,3 +146,16 @@ def test_nd011_txn_options_given_as_keyword_unpacking_mark_the_append() -> None:
     assert lint_code(code.format(options='.options(**txn, mergeSchema="true")')) == []
     half = code.replace('"txnVersion": epoch_id', '"other": 1')
     assert [f.rule for f in lint_code(half.format(options=".options(**txn)"))] == ["ND011"]
+
+
+def test_a_sql_function_is_named_as_the_text_spells_it() -> None:
+    # sqlglot reads array_agg as its ArrayAgg class, which the catalogue knows as collect_list, and now() as
+    # current_timestamp: the message names what the user wrote
+    code = """
+    out = spark.sql("SELECT k, array_agg(tag) AS tags, NOW() AS seen FROM s GROUP BY k")
+    out.write.saveAsTable("t")
+    """
+    findings = lint_code(code)
+    assert [(f.rule, f.column_name) for f in findings] == [("ND005", "tags"), ("ND001", "seen")]
+    assert "`array_agg` in SQL text" in findings[0].message
+    assert "`now` in SQL text" in findings[1].message
