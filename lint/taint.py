@@ -44,7 +44,7 @@ from upsertsink.lint.scopes import Scope
 from upsertsink.lint.strings import PosText
 from upsertsink.lint.structs import replace
 from upsertsink.lint.values import Values
-from upsertsink.lint.windows import window_spec
+from upsertsink.lint.windows import window_orders, window_spec
 
 
 class Taint:
@@ -414,7 +414,15 @@ class Taint:
         if type(inner) is ast.Call:
             name = self.model.spark_name(self.model.qualname(inner.func, scope))
         out = set(self.of(inner, scope))
-        if name in SPARK_RANKING and spec is not None and ties:
+        # a window ordered by a nondeterministic value (monotonically_increasing_id(), rand(), a clock column)
+        # numbers and picks rows by that value: its sources decide, and it does not tie
+        ordered_by = (
+            frozenset().union(*(self.of(a, s) for a, s in window_orders(self.values, call.args[0], scope)))
+            if call.args
+            else EMPTY
+        )
+        out |= ordered_by
+        if name in SPARK_RANKING and spec is not None and ties and not ordered_by:
             src = self.model.src(
                 WINDOW_TIES_CODE,
                 inner,

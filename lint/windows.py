@@ -50,11 +50,28 @@ def window_spec(values: Values, node: ast.AST, scope: Scope, depth: int = 0) -> 
         return base
     return None
 
+
+def window_orders(values: Values, node: ast.AST, scope: Scope, depth: int = 0) -> list[tuple[ast.AST, Scope]]:
+    """The expressions a window is ordered by (``orderBy``/``rowsBetween`` arguments aside), found along
+    the same names, helpers and chained calls as :func:`window_spec`."""
+    if depth > 20:
+        return []
+    t = type(node)
+    if t is ast.Name:
+        bound = values.model.single_value(node, scope)
+        return window_orders(values, bound[0], bound[1], depth + 1) if bound is not None else []
+    if t is ast.Call and type(node.func) is ast.Name:
+        returned = values.model.returned(node, scope)
+        return window_orders(values, returned[0], returned[1], depth + 1) if returned is not None else []
+    if t is ast.Call and type(node.func) is ast.Attribute:
+        below = window_orders(values, node.func.value, scope, depth + 1)
+        return below + [(a, scope) for a in node.args] if node.func.attr == "orderBy" else below
+    return []
+
+
 def _constant_order(values: Values, node: ast.AST, scope: Scope) -> bool:
     """``F.lit(0)`` (also ``.desc()``) in a window: the same value on every row, so it breaks no tie."""
-    while (
-        type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in ORDER_WRAPPERS
-    ):
+    while type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in ORDER_WRAPPERS:
         node = node.func.value
     if type(node) is not ast.Call or not node.args or type(node.args[0]) is not ast.Constant:
         return False

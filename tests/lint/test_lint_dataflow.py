@@ -288,6 +288,23 @@ def test_an_ordering_unpacked_from_a_comprehension_over_a_constant_list() -> Non
     ]
 
 
+def test_a_window_ordered_by_a_nondeterministic_value_is_decided_by_it() -> None:
+    # ``row_number()`` over ``orderBy(monotonically_increasing_id())`` numbers rows by a partition-dependent
+    # id: that id's rule (ND004) is what reaches the column, not a tie (ND006). Before, the id in the
+    # window was not followed at all and the numbering was reported as a tie.
+    code = """
+    from pyspark.sql import Window, functions as F
+    w = Window.orderBy(F.monotonically_increasing_id())
+    out = df.withColumn("row_key", F.row_number().over(w))
+    """
+    assert summary(lint_code(code, keys=("row_key",))) == [("ND004", 3, 20, "key", "row_key")]
+    by_rand = """
+    from pyspark.sql import Window, functions as F
+    out = df.withColumn("pick", F.row_number().over(Window.partitionBy("id").orderBy(F.rand())))
+    """
+    assert [f.rule for f in lint_code(by_rand)] == ["ND002"]
+
+
 def test_limit_with_order_through_variable() -> None:
     code = """
     ordered = df.orderBy("id")
