@@ -168,11 +168,13 @@ class ModuleAnalysis:
             if not sources:
                 continue
             tables = targets().tables_of(effect.anchor)
+            lookup = targets().lookup_only(effect.anchor)  # rows of a left join's lookup side: values only
             for s in sources:
                 via = carried.get(s)
                 if tables and via and not via & tables:
                     continue  # a column of the same name written to other tables only
-                reach.setdefault(s, []).append(_row_target(keys, tables, effect, s, targets().keyless))
+                entry = _row_target(keys, tables, effect, s, targets().keyless)
+                reach.setdefault(s, []).append((2.5, "column", "*", True, _one(tables)) if lookup else entry)
         out: list[Reach] = []
         for s, entries in reach.items():
             entries.sort(key=lambda e: e[:4])

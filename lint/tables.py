@@ -31,6 +31,7 @@ _KEYLESS_WRITES = {
 }
 _BUDGET = 5_000  # nodes one backward walk visits at most
 _REPLACING = frozenset({"drop", "withColumn", "withColumns"})  # calls that remove (or replace) columns
+_LOOKUP = frozenset({"\0lookup"})  # carried with the dropped columns: below the looked-up side of an outer join
 
 
 def merge_target(model: SemanticModel, values: Values, call: ast.Call, scope: Scope) -> str | None:
@@ -114,6 +115,21 @@ class Targets:
         kept = frozenset(t for t in tables if col_n not in self._dropped.get((id(anchor), t), ()))
         return kept or None
 
+    def lookup_only(self, anchor: ast.AST | None) -> bool:
+        """Is the DataFrame made by ``anchor`` only the looked-up side of an outer join on every path to its
+        known tables (``legs.join(carriers, "code", "left")``: which carrier rows exist changes the joined
+        values, never which legs are written)?"""
+        tables = self.tables_of(anchor)
+        return bool(tables) and all(_LOOKUP <= self._dropped.get((id(anchor), t), frozenset()) for t in tables)
+
+    def _lookup_side(self, call: ast.Call, scope: Scope) -> int:
+        """Of ``a.join(b, on, how)``: 1 when ``b`` is only looked up (a left outer join), 2 when ``a`` is (a
+        right outer join), else 0 (inner, full, semi and anti joins choose rows on both sides)."""
+        how = call.args[2] if len(call.args) > 2 else self.model.kwarg(call, "how")
+        names = self._values.const_strings(how, scope) if how is not None else None
+        word = names[0].lower().replace("_", "") if names and len(names) == 1 else ""
+        return 1 if word in ("left", "leftouter") else 2 if word in ("right", "rightouter") else 0
+
     def _drops(self, call: ast.Call, scope: Scope) -> frozenset[str]:
         """The columns ``df.drop(...)`` removes: names given as strings (Spark's ``drop("a", "b")``, pandas'
         ``drop(columns=[...])`` or ``drop([...], axis=1)``); pandas' rows (``index=``, ``axis=0``) are none.
@@ -177,15 +193,24 @@ class Targets:
                 before = dropped.get(key)
                 dropped[key] = gone if before is None else before & gone  # dropped on every path
                 func = node.func
+                side = (
+                    self._lookup_side(node, scope)
+                    if type(func) is ast.Attribute and func.attr == "join"
+                    else 0
+                )
                 if type(func) is ast.Attribute:
                     below = gone | self._drops(node, scope) if func.attr in _REPLACING else gone
-                    stack.append((func.value, scope, below))
+                    stack.append((func.value, scope, below | _LOOKUP if side == 2 else below))
                 else:
                     returned = model.returned(node, scope)
                     if returned is not None:
                         stack.append((*returned, gone))
-                stack.extend((a, scope, gone) for a in node.args)
-                stack.extend((kw.value, scope, gone) for kw in node.keywords)
+                for i, a in enumerate(node.args):
+                    stack.append((a, scope, gone | _LOOKUP if side == 1 and i == 0 else gone))
+                for kw in node.keywords:
+                    stack.append(
+                        (kw.value, scope, gone | _LOOKUP if side == 1 and kw.arg == "other" else gone)
+                    )
             elif t is ast.Attribute or t is ast.Subscript or t is ast.Starred:
                 stack.append((node.value, scope, gone))
             elif t is ast.Name:

@@ -713,3 +713,29 @@ def test_helpers_that_call_themselves_are_read_without_end() -> None:
     spark.sql(g("a")).write.saveAsTable("t2")
     """
     assert [(f.rule, f.column_name) for f in lint_code(code, key_patterns=())] == [("ND001", "ts")]
+
+
+def test_a_row_choice_on_the_looked_up_side_of_a_left_join_decides_values_not_keys() -> None:
+    # deduplicating a lookup table joined LEFT: every leg is written whichever carrier row survives, so the
+    # choice changes the joined values (a warning), not the written keys. Before, it was a key error.
+    base = """
+    from upsertsink import UpsertSink
+    carriers = spark.table("stg.carriers").dropDuplicates(["carrier_code"])
+    legs = {join}
+    UpsertSink("/lake/legs", keys=["shipment_id", "leg_no"]).write(legs)
+    """
+    for join in (
+        'spark.table("stg.legs").join(carriers, "carrier_code", "left")',
+        'spark.table("stg.legs").join(carriers, on="carrier_code", how="left_outer")',
+        'carriers.join(spark.table("stg.legs"), "carrier_code", how="right")',
+    ):
+        assert [(r, s, t, c) for r, _, s, t, c in _reach(base.format(join=join))] == [
+            ("ND007", "warning", "column", "*")
+        ], join
+    # inner, semi and anti joins keep or drop legs by the carriers that exist: the keys are decided
+    for join in (
+        'spark.table("stg.legs").join(carriers, "carrier_code")',
+        'spark.table("stg.legs").join(carriers, "carrier_code", "left_anti")',
+        'carriers.join(spark.table("stg.legs"), "carrier_code", "left")',
+    ):
+        assert [(r, s, t) for r, _, s, t, _ in _reach(base.format(join=join))] == [("ND007", "error", "key")], join
