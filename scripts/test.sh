@@ -1,12 +1,37 @@
 #!/usr/bin/env bash
-# The README's test command (after set-up): the whole pytest suite in one run (one SparkSession),
-# then the project's own examples linted by the determinism linter.
+# The README's test command (after set-up): the whole pytest suite, then the project's own examples linted by
+# the determinism linter.
+#
+# With no arguments the suite runs as two pytest processes side by side, so it ends well inside CI's 90
+# minutes on a 2-core machine: tests/lint and tests/cluster (no local SparkSession: the linter is pure Python,
+# the cluster suite submits to its own standalone cluster) in the background, everything else (the one local
+# SparkSession of the run) in the foreground. The background run's output is printed when both are done;
+# the command fails if either fails. With arguments (`make test` passes none; `bash scripts/test.sh tests/x`)
+# one pytest process runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 # The short cluster / object-store suite (tests/cluster, UPSERTSINK_CLUSTER_SUITE=short by default) submits
 # jobs with hadoop-aws and the AWS SDK: fetch them into ~/.m2 once (Maven), so no test waits on the network.
 .venv/bin/python -m upsertsink.jars ensure --s3a
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+if [ "$#" -gt 0 ]; then
+    .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+else
+    side_log="$(mktemp "${TMPDIR:-/tmp}/upsertsink-tests-side.XXXXXX")"
+    trap 'rm -f "$side_log"' EXIT
+    start=$SECONDS
+    .venv/bin/python -m pytest -q -p no:cacheprovider tests/lint tests/cluster >"$side_log" 2>&1 &
+    side=$!
+    main_rc=0
+    .venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/lint --ignore=tests/cluster || main_rc=$?
+    side_rc=0
+    wait "$side" || side_rc=$?
+    echo "---- tests/lint and tests/cluster (run beside the above) ----"
+    cat "$side_log"
+    echo "---- whole suite: $((SECONDS - start)) s; exit codes: main $main_rc, lint+cluster $side_rc ----"
+    if [ "$main_rc" -ne 0 ] || [ "$side_rc" -ne 0 ]; then
+        exit 1
+    fi
+fi
 echo "linting examples/ with upsertsink lint"
 .venv/bin/upsertsink lint examples
