@@ -172,12 +172,16 @@ class Values:
         return out
 
     def _inline_holes(self, text: PosText, scope: Scope, env: Env) -> PosText:
-        """Replace the f-string fields whose value is known text by that text (``f"t.{k} = s.{k}"``)."""
+        """Replace the f-string fields whose value is known text by that text (``f"t.{k} = s.{k}"``), and the
+        others by a placeholder no other literal uses: each literal numbers its fields from 0, so
+        ``f"{a}..." + f"{b}..."`` would otherwise give ``a`` and ``b`` one name (and one value)."""
         for name, hole in list(text.holes.items()):
+            i = text.text.find(name)
+            if i < 0:
+                continue
             value = self.str_value(hole, scope, env)
             if value is None:
-                continue
-            i = text.text.find(name)
+                value = self._hole(hole, text.positions[i])
             while i >= 0:
                 text = text[:i] + value + text[i + len(name) :]
                 i = text.text.find(name, i + len(value.text))

@@ -739,3 +739,18 @@ def test_a_row_choice_on_the_looked_up_side_of_a_left_join_decides_values_not_ke
         'carriers.join(spark.table("stg.legs"), "carrier_code", "left")',
     ):
         assert [(r, s, t) for r, _, s, t, _ in _reach(base.format(join=join))] == [("ND007", "error", "key")], join
+
+
+def test_fields_of_two_concatenated_f_strings_keep_their_own_values() -> None:
+    # each literal numbered its unknown fields from __ph0__, so in ``f"{run}..." + f"{now}..."`` both fields
+    # were one placeholder with one value: the uuid was lost and the clock said it reached run_id too
+    code = """
+    import uuid
+    from datetime import datetime
+    run = uuid.uuid4()
+    now = datetime.now()
+    spark.sql(f"SELECT '{run}' AS run_id, " + f"'{now}' AS loaded_at FROM src").write.saveAsTable("t")
+    """
+    findings = lint_code(code, key_patterns=())
+    assert [(f.rule, f.column_name) for f in findings] == [("ND003", "run_id"), ("ND001", "loaded_at")]
+    assert "also reaches" not in findings[1].message
