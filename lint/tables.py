@@ -13,6 +13,7 @@ the module, as before tables were told apart. A column dropped on the way (``.dr
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from upsertsink.lint import chains
 from upsertsink.lint.facts import Facts, norm
@@ -89,6 +90,11 @@ class Targets:
                 continue
             for source, where in self._sink_sources(call):
                 self._follow(source, where, table)
+        if model.dbt_model and "model" in model.module.funcs:  # dbt writes what ``model`` returns
+            fscope = model.module.funcs["model"][1]
+            table = Path(values.origin).stem if values.origin else "model"
+            for returned in fscope.returns:
+                self._follow(returned, fscope, table)
         for call, scope in model.calls:
             func = call.func
             if type(func) is ast.Attribute and func.attr in _KEYLESS_WRITES:

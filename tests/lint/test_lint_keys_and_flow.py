@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 from click.testing import CliRunner
 from lint_helpers import lint_code, summary
+from upsertsink.lint.checker import CheckOptions, check_bytes
 from upsertsink.lint.cli import lint_command
 
 # ---------------------------------------------------------------- keys from more places
@@ -473,7 +475,9 @@ def test_null_safe_equality_in_a_merge_condition_declares_keys() -> None:
         (DeltaTable.forName(spark, "silver.events").alias("t")
             .merge(src.alias("s"), {cond}).whenNotMatchedInsertAll().execute())
         """
-        assert [(r, s, t, c) for r, _, s, t, c in _reach(code)] == [("ND003", "error", "key", "event_ref")], cond
+        assert [(r, s, t, c) for r, _, s, t, c in _reach(code)] == [("ND003", "error", "key", "event_ref")], (
+            cond
+        )
     statement = """
     from pyspark.sql import functions as F
     spark.table("raw.e").withColumn("event_ref", F.expr("uuid()")).createOrReplaceTempView("src")
@@ -551,7 +555,12 @@ def test_keys_and_tables_read_from_a_config_dict() -> None:
     DeltaTable.forName(spark, CFG["table"]).alias("t").merge(out.alias("s"), cond).whenNotMatchedInsertAll().execute()
     """
     [finding] = lint_code(merge, key_patterns=())
-    assert (finding.rule, finding.severity, finding.target, finding.column_name) == ("ND004", "error", "key", "order_no")
+    assert (finding.rule, finding.severity, finding.target, finding.column_name) == (
+        "ND004",
+        "error",
+        "key",
+        "order_no",
+    )
     assert "(table `silver.orders`)" in finding.message
     sink = """
     from pyspark.sql import functions as F
@@ -585,7 +594,9 @@ def test_merge_with_schema_evolution_is_read_as_a_merge() -> None:
     evolving = plain.replace("MERGE INTO", "merge  with schema\tevolution INTO")
     want = [(f.rule, f.line, f.column, f.severity, f.target, f.column_name) for f in lint_code(plain)]
     assert want == [("ND003", 4, 18, "error", "key", "event_ref")]
-    assert [(f.rule, f.line, f.column, f.severity, f.target, f.column_name) for f in lint_code(evolving)] == want
+    assert [
+        (f.rule, f.line, f.column, f.severity, f.target, f.column_name) for f in lint_code(evolving)
+    ] == want
 
 
 # ---------------------------------------------------------------- keys passed into a helper of the module
@@ -659,7 +670,7 @@ def test_each_call_of_a_helper_judges_its_own_table_s_keys() -> None:
 
 def test_a_helper_whose_keys_come_from_unpacked_arguments_stays_unknown() -> None:
     # ``upsert(out, *args)`` / ``upsert(**cfg)``: which parameter gets what is not known
-    for call in ('upsert(out, *ARGS)', 'upsert(**CFG)'):
+    for call in ("upsert(out, *ARGS)", "upsert(**CFG)"):
         code = f"""
         from pyspark.sql import functions as F
         from delta.tables import DeltaTable
@@ -673,7 +684,9 @@ def test_a_helper_whose_keys_come_from_unpacked_arguments_stays_unknown() -> Non
         out = spark.table("raw.orders").withColumn("order_no", F.monotonically_increasing_id())
         {call}
         """
-        assert [(f.rule, f.severity) for f in lint_code(code, key_patterns=())] == [("ND004", "warning")], call
+        assert [(f.rule, f.severity) for f in lint_code(code, key_patterns=())] == [("ND004", "warning")], (
+            call
+        )
 
 
 def test_a_helper_that_builds_the_condition_from_its_arguments() -> None:
@@ -738,7 +751,9 @@ def test_a_row_choice_on_the_looked_up_side_of_a_left_join_decides_values_not_ke
         'spark.table("stg.legs").join(carriers, "carrier_code", "left_anti")',
         'carriers.join(spark.table("stg.legs"), "carrier_code", "left")',
     ):
-        assert [(r, s, t) for r, _, s, t, _ in _reach(base.format(join=join))] == [("ND007", "error", "key")], join
+        assert [(r, s, t) for r, _, s, t, _ in _reach(base.format(join=join))] == [
+            ("ND007", "error", "key")
+        ], join
 
 
 def test_fields_of_two_concatenated_f_strings_keep_their_own_values() -> None:
@@ -754,3 +769,30 @@ def test_fields_of_two_concatenated_f_strings_keep_their_own_values() -> None:
     findings = lint_code(code, key_patterns=())
     assert [(f.rule, f.column_name) for f in findings] == [("ND003", "run_id"), ("ND001", "loaded_at")]
     assert "also reaches" not in findings[1].message
+
+
+def test_a_dbt_model_writes_what_it_returns_into_the_model_s_table() -> None:
+    # what ``def model(dbt, session)`` returns is the model's table: a lookup deduplicated and LEFT-joined
+    # there decides values (a warning), and a finding names the table (the file's stem, as dbt names it)
+    code = """
+    import pyspark.sql.functions as F
+
+    def model(dbt, session):
+        dbt.config(materialized="incremental", unique_key=["shipment_id", "leg_no"])
+        legs = dbt.ref("stg_shipment_legs")
+        carriers = dbt.ref("stg_carriers").dropDuplicates(["carrier_code"])
+        return legs.join(carriers, "carrier_code", "left").withColumn("loaded_at", F.current_timestamp())
+    """
+    data = textwrap.dedent(code).encode()
+    findings = check_bytes(
+        "models/fct_shipments.py",
+        data,
+        [],
+        [],
+        options=CheckOptions(key_patterns=[], origin="/repo/models/fct_shipments.py"),
+    ).findings
+    assert [(f.rule, f.severity, f.target, f.column_name) for f in findings] == [
+        ("ND007", "warning", "column", "*"),
+        ("ND001", "warning", "column", "loaded_at"),
+    ]
+    assert "table `fct_shipments`" in findings[1].message
