@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` and `make test`. Each one installs what it needs first.
-.PHONY: demo test setup lint-examples bench stress cluster cluster-stop cluster-test
+.PHONY: demo test setup lint-examples bench stress cluster cluster-stop cluster-test test-long
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -36,6 +36,10 @@ cluster-stop:
 # The whole cluster / object-store suite: starts its own cluster and S3 server, runs, stops them.
 cluster-test: setup
 	@bash scripts/cluster_test.sh
+
+# The tests marked `long` (short Spark stress runs) that `make test` leaves out.
+test-long: setup
+	@.venv/bin/python -m pytest -q -p no:cacheprovider -m long tests/reliability
 
 # Random kills and concurrent writers compared with the model (docs/reliability.md); writes bench/results/stress.json.
 stress: setup

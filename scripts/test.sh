@@ -7,7 +7,8 @@
 # the cluster suite submits to its own standalone cluster) in the background, everything else (the one local
 # SparkSession of the run) in the foreground. The background run's output is printed when both are done;
 # the command fails if either fails. With arguments (`make test` passes none; `bash scripts/test.sh tests/x`)
-# one pytest process runs them.
+# one pytest process runs them. Tests marked `long` (two short Spark stress runs whose long versions `make stress`
+# runs) are left out of the no-argument run: `make test-long` runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -23,7 +24,8 @@ else
     .venv/bin/python -m pytest -q -p no:cacheprovider tests/lint tests/cluster >"$side_log" 2>&1 &
     side=$!
     main_rc=0
-    .venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/lint --ignore=tests/cluster || main_rc=$?
+    .venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/lint --ignore=tests/cluster -m "not long" \
+        || main_rc=$?
     side_rc=0
     wait "$side" || side_rc=$?
     echo "---- tests/lint and tests/cluster (run beside the above) ----"

@@ -15,6 +15,7 @@ def test_embedded_writer_killed_at_random_moments_converges(tmp_path, seed):
 
 
 @pytest.mark.spark
+@pytest.mark.long  # 107 s on the AMD machine; make stress runs five of these
 def test_spark_writer_killed_at_a_random_moment_converges(spark, tmp_path):
     run = kill_run("spark", 201, tmp_path, max_delay=40.0)
     assert run.converged, asdict(run)
@@ -34,6 +35,7 @@ def test_four_writers_of_one_app_sending_in_shuffled_orders_apply_late_batches_o
 
 
 @pytest.mark.spark
+@pytest.mark.long  # 137 s on the AMD machine; make stress runs two mixed-engine runs
 def test_concurrent_spark_and_embedded_writers_converge(spark, tmp_path):
     run = concurrency_run(tmp_path, 401, False, ["spark", "embedded"])
     assert run.converged, asdict(run)
