@@ -326,8 +326,9 @@ def _sets_what_it_compares(cond, update) -> bool:
     }
     for cmp in cond.find_all(exp.GT, exp.LT):
         for value, column in ((cmp.left, cmp.right), (cmp.right, cmp.left)):
-            if isinstance(column, exp.Column) and sets.get(column_name(column).lower()) == value.sql():
-                return value.sql() != column.sql()
+            same = sets.get(column_name(column).lower()) == value.sql() != column.sql()
+            if isinstance(column, exp.Column) and same:
+                return True
     return False
 
 
