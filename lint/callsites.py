@@ -11,23 +11,24 @@ from upsertsink.lint.scopes import Scope
 
 
 def call_sites(model: SemanticModel, fscope: Scope) -> list[tuple[ast.Call, Scope]]:
-    """The calls of this module that call the function of ``fscope`` by its name or as ``self.method``."""
-    fn = fscope.node
-    name = getattr(fn, "name", None)
-    if name is None:
-        return []
-    out = []
-    for call, scope in model.calls:
-        func = call.func
-        if type(func) is ast.Name and func.id == name:
-            s = model.lookup(name, scope)
-            if s is not None and s.funcs.get(name, (None, None))[1] is fscope:
-                out.append((call, scope))
-        elif type(func) is ast.Attribute and func.attr == name:
-            cls = model.self_class(func.value, scope)
-            if cls is not None and cls.funcs.get(name, (None, None))[1] is fscope:
-                out.append((call, scope))
-    return out
+    """The calls of this module that call the function of ``fscope`` by its name or as ``self.method``
+    (indexed once per module, on first use)."""
+    if model.call_index is None:
+        index: dict[int, list[tuple[ast.Call, Scope]]] = {}
+        for call, scope in model.calls:
+            func = call.func
+            if type(func) is ast.Name:
+                owner = model.lookup(func.id, scope)
+                target = owner.funcs.get(func.id) if owner is not None else None
+            elif type(func) is ast.Attribute:
+                cls = model.self_class(func.value, scope)
+                target = cls.funcs.get(func.attr) if cls is not None else None
+            else:
+                target = None
+            if target is not None:
+                index.setdefault(id(target[1]), []).append((call, scope))
+        model.call_index = index
+    return model.call_index.get(id(fscope), [])
 
 
 def arguments(call: ast.Call, scope: Scope, fscope: Scope) -> dict[str, tuple[ast.AST, Scope]]:

@@ -67,6 +67,7 @@ class SemanticModel:
         self.chain_parent: dict[int, ast.Call] = {}  # id(call) -> the call made on its result
         self.looked_args: set[int] = set()  # ids of calls passed to a look-only function (``display``)
         self.fn_scopes: dict[int, Scope] = {}  # id(lambda) -> its scope
+        self.call_index: dict[int, list] | None = None  # id(function scope) -> its calls (callsites.py)
         self.dbt_model = False  # the module defines a dbt Python model ``def model(dbt, session)``
         self.decorated: list[Scope] = []  # the scopes of the ``def``s that have decorators
         self.wants: set[str] = set()  # import-qualified names looked up in other files of the tree

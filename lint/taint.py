@@ -14,6 +14,7 @@ import ast
 from upsertsink.lint import records
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.api import FRAME_METHODS, WIDGET_READS
+from upsertsink.lint.callsites import arguments, call_sites
 from upsertsink.lint.catalogue import (
     FIX_HOOKS,
     METHOD_SOURCES,
@@ -64,7 +65,6 @@ class Taint:
         # what is computed meanwhile is partial and not memoized (``withColumn("k", F.col("k").cast(...))``)
         self._col_cut: set[str] = set()
         self._fn_memo: dict[int, frozenset] = {}
-        self._call_sites: dict[int, list[tuple[ast.Call, Scope]]] | None = None
 
     def of(self, node: ast.AST | None, scope: Scope) -> frozenset:
         """The sources reaching the value of ``node`` (evaluated in ``scope``)."""
@@ -145,27 +145,12 @@ class Taint:
         return out
 
     def param_taint(self, fscope: Scope, name: str) -> frozenset:
-        """What the module's own calls of the function pass for parameter ``name``."""
-        if self._call_sites is None:
-            self._call_sites = {}
-            for call, scope in self.model.calls:
-                if type(call.func) is ast.Name:
-                    owner = self.model.lookup(call.func.id, scope)
-                    if owner is not None and call.func.id in owner.funcs:
-                        fn = owner.funcs[call.func.id][0]
-                        self._call_sites.setdefault(id(fn), []).append((call, scope))
-        node = fscope.node
-        if isinstance(node, ast.Lambda) or node is None:
-            return EMPTY
-        index = fscope.params.index(name)
-        n_positional = len(node.args.posonlyargs) + len(node.args.args)
+        """What the module's own calls of the function pass for parameter ``name`` (not its default)."""
         out = EMPTY
-        for call, scope in self._call_sites.get(id(node), ()):
-            if index < n_positional and index < len(call.args) and type(call.args[index]) is not ast.Starred:
-                out = out | self.of(call.args[index], scope)
-            for kw in call.keywords:
-                if kw.arg == name:
-                    out = out | self.of(kw.value, scope)
+        for call, scope in call_sites(self.model, fscope):
+            given = arguments(call, scope, fscope).get(name)
+            if given is not None and given[1] is scope and not _is_default(given[0], fscope):
+                out = out | self.of(given[0], scope)
         return out
 
     def column_taint(self, column: str) -> frozenset:
@@ -518,3 +503,8 @@ class Taint:
             )
             for s in inner
         )
+
+
+def _is_default(node: ast.AST, fscope: Scope) -> bool:
+    a = fscope.node.args  # type: ignore[union-attr]
+    return any(node is d for d in (*a.defaults, *a.kw_defaults))
