@@ -3,12 +3,14 @@
 # the determinism linter.
 #
 # With no arguments the suite runs as two pytest processes side by side, so it ends well inside CI's 90
-# minutes on a 2-core machine: tests/lint and tests/cluster (no local SparkSession: the linter is pure Python,
-# the cluster suite submits to its own standalone cluster) in the background, everything else (the one local
-# SparkSession of the run) in the foreground. The background run's output is printed when both are done;
-# the command fails if either fails. With arguments (`make test` passes none; `bash scripts/test.sh tests/x`)
-# one pytest process runs them. Tests marked `long` (two short Spark stress runs whose long versions `make stress`
-# runs) are left out of the no-argument run: `make test-long` runs them.
+# minutes on a 2-core machine: the tests that use the run's one in-process SparkSession (marked `session` at
+# collection by tests/conftest.py: the spark, connect or schema fixture, or a Spark engine parameter) in the
+# foreground, every other test (the linter, the embedded engine, the CLI and the crash tests that run their
+# writers in child processes, the cluster suite) in the background, where a test that starts Spark in-process
+# fails (UPSERTSINK_TESTS_SIDE=1). The background run's output is printed when both are done; the command
+# fails if either fails. With arguments (`make test` passes none; `bash scripts/test.sh tests/x`) one pytest
+# process runs them. Tests marked `long` (two short Spark stress runs whose long versions `make stress` runs)
+# are left out of the no-argument run: `make test-long` runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -21,16 +23,18 @@ else
     side_log="$(mktemp "${TMPDIR:-/tmp}/upsertsink-tests-side.XXXXXX")"
     trap 'rm -f "$side_log"' EXIT
     start=$SECONDS
-    .venv/bin/python -m pytest -q -p no:cacheprovider tests/lint tests/cluster >"$side_log" 2>&1 &
+    UPSERTSINK_TESTS_SIDE=1 .venv/bin/python -m pytest -q -p no:cacheprovider -m "not session and not long" \
+        >"$side_log" 2>&1 &
     side=$!
     main_rc=0
-    .venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/lint --ignore=tests/cluster -m "not long" \
+    .venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/lint --ignore=tests/cluster \
+        -m "session and not long" \
         || main_rc=$?
     side_rc=0
     wait "$side" || side_rc=$?
-    echo "---- tests/lint and tests/cluster (run beside the above) ----"
+    echo "---- the tests without the SparkSession (run beside the above) ----"
     cat "$side_log"
-    echo "---- whole suite: $((SECONDS - start)) s; exit codes: main $main_rc, lint+cluster $side_rc ----"
+    echo "---- whole suite: $((SECONDS - start)) s; exit codes: session $main_rc, side $side_rc ----"
     if [ "$main_rc" -ne 0 ] || [ "$side_rc" -ne 0 ]; then
         exit 1
     fi

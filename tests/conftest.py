@@ -6,6 +6,8 @@ CONNECT_MODULES on Spark Connect as well (every write feature is tested there on
 
 from __future__ import annotations
 
+import os
+import sys
 import uuid
 
 import pytest
@@ -31,6 +33,48 @@ def pytest_generate_tests(metafunc):
         if metafunc.module.__name__.rsplit(".", 1)[-1] in CONNECT_MODULES:
             names.append("connect")
         metafunc.parametrize("engine", names, indirect=True)
+
+
+# The fixtures that stand for the run's one in-process SparkSession (directly or through the engine fixture).
+SESSION_FIXTURES = {"spark", "connect", "schema"}
+
+
+def uses_session(item) -> bool:
+    """Does the test use the run's in-process SparkSession (a session fixture, or a Spark engine parameter)?"""
+    engine_param = getattr(getattr(item, "callspec", None), "params", {}).get("engine")
+    return bool(SESSION_FIXTURES & set(item.fixturenames)) or engine_param in ("spark", "connect")
+
+
+def pytest_collection_modifyitems(config, items):
+    # `make test` runs the tests marked `session` in one process (the run's one SparkSession) and every other
+    # test beside it in a second process (scripts/test.sh): the marker is derived here, never written by hand
+    for item in items:
+        if uses_session(item):
+            item.add_marker(pytest.mark.session)
+
+
+@pytest.fixture(autouse=True)
+def _no_session_on_the_side(request):
+    """In the process of the tests without the session (UPSERTSINK_TESTS_SIDE=1), a test that starts Spark
+    in-process anyway fails: it belongs with the session tests (request the `spark` fixture)."""
+    yield
+    if os.environ.get("UPSERTSINK_TESTS_SIDE") != "1" or "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+
+    started = []
+    if SparkContext._active_spark_context is not None:
+        started.append(SparkContext._active_spark_context)
+    connect = sys.modules.get("pyspark.sql.connect.session")
+    if connect is not None and connect.SparkSession.getActiveSession() is not None:
+        started.append(connect.SparkSession.getActiveSession())
+    for session in started:
+        session.stop()  # so the next tests of this process do not fail for it too
+    if started:
+        pytest.fail(
+            f"{request.node.nodeid} started a SparkSession in the process of the tests without one "
+            "(UPSERTSINK_TESTS_SIDE=1): request the `spark` fixture so it runs with the session tests"
+        )
 
 
 @pytest.fixture
