@@ -40,9 +40,11 @@ SESSION_FIXTURES = {"spark", "connect", "schema"}
 
 
 def uses_session(item) -> bool:
-    """Does the test use the run's in-process SparkSession (a session fixture, or a Spark engine parameter)?"""
-    engine_param = getattr(getattr(item, "callspec", None), "params", {}).get("engine")
-    return bool(SESSION_FIXTURES & set(item.fixturenames)) or engine_param in ("spark", "connect")
+    """Does the test use the run's in-process SparkSession: a session fixture, or a parameter "spark" or
+    "connect" (the engine fixture's, or any test's or fixture's that calls ``request.getfixturevalue``)?"""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    spark_param = any(isinstance(v, str) and v in ("spark", "connect") for v in params.values())
+    return bool(SESSION_FIXTURES & set(item.fixturenames)) or spark_param
 
 
 def pytest_collection_modifyitems(config, items):
