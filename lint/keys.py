@@ -38,6 +38,9 @@ class Keys:
         self.history_of: dict[str, str] = {}  # sequence -> what keeps its history, when not a sink
         self.by_table: dict[str, set[str]] = {}  # table -> its normalized keys
         self.untabled: set[str] = {norm(k) for k in keys}  # keys configured or declared for no known table
+        # the keys of no known table other than a MERGE's or a sink's into a table of unknown name: configured
+        # (--key, the config), a DDL's, a join's against a written table...
+        self.not_merged: set[str] = set(self.untabled)
 
     @classmethod
     def of(
@@ -74,6 +77,8 @@ class Keys:
             self.by_table.setdefault(decl.table, set()).add(n)
         else:
             self.untabled.add(n)
+            if decl.label != "merge key":
+                self.not_merged.add(n)
         if n not in {norm(x) for x in self.keys}:
             self.keys.append(name)
             self.labels.setdefault(n, decl.label)
@@ -83,7 +88,11 @@ class Keys:
     ) -> list[str]:
         """The keys a write into ``tables`` is judged against: those tables' keys and the keys of no known
         table (``keyless`` tables are written without a key); every key of the module when a table's keys
-        are not known (or no table is)."""
+        are not known (or no table is). A write only into named tables written without a key anywhere in the
+        module (``write_deltalake(PREVIEW, pdf.head(50))``) is not judged against the keys of a MERGE into a
+        table of unknown name: those are that table's."""
+        if tables and all(t in keyless and t not in self.by_table for t in tables):
+            return [k for k in self.keys if norm(k) in self.not_merged]
         if not tables or any(t not in self.by_table and t not in keyless for t in tables):
             return self.keys
         wanted = set(self.untabled).union(*(self.by_table.get(t, ()) for t in tables))

@@ -33,6 +33,9 @@ _KEYLESS_WRITES = {
 _BUDGET = 5_000  # nodes one backward walk visits at most
 _REPLACING = frozenset({"drop", "withColumn", "withColumns"})  # calls that remove (or replace) columns
 _LOOKUP = frozenset({"\0lookup"})  # carried with the dropped columns: below the looked-up side of an outer join
+# A table whose name is not known (``DeltaTable.forName(spark, table)`` with ``table`` read from a conf): it is
+# followed for the columns dropped on the way to it, never named (tables_of leaves it out)
+_UNNAMED = "\0unnamed"
 
 
 def merge_target(model: SemanticModel, values: Values, call: ast.Call, scope: Scope) -> str | None:
@@ -58,6 +61,11 @@ def sink_target(model: SemanticModel, values: Values, call: ast.Call, scope: Sco
     return _name(values, arg, scope)
 
 
+def _called(func: ast.AST) -> str:
+    """The name a call is made by: ``f`` of ``f(...)`` and of ``mod.f(...)``."""
+    return func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
+
+
 def _name(values: Values, node: ast.AST | None, scope: Scope) -> str | None:
     names = values.const_strings(node, scope) if node is not None else None
     return names[0] if names else None
@@ -76,20 +84,18 @@ class Targets:
         for call, _cond, scope in facts.merges:
             table = merge_target(model, values, call, scope)
             source = call.args[0] if call.args else model.kwarg(call, "source")
+            if source is not None:
+                self._follow(source, scope, table or _UNNAMED)
             if table is None:
                 continue
-            if source is not None:
-                self._follow(source, scope, table)
             clause: ast.Call | None = call  # the MERGE and its clauses write the table too
             while clause is not None:
                 self._flows.setdefault(id(clause), set()).add(table)
                 clause = model.chain_parent.get(id(clause))
         for call, scope in facts.sink_calls:
             table = sink_target(model, values, call, scope)
-            if table is None:
-                continue
             for source, where in self._sink_sources(call):
-                self._follow(source, where, table)
+                self._follow(source, where, table or _UNNAMED)
         if model.dbt_model and "model" in model.module.funcs:  # dbt writes what ``model`` returns
             fscope = model.module.funcs["model"][1]
             table = Path(values.origin).stem if values.origin else "model"
@@ -97,36 +103,44 @@ class Targets:
                 self._follow(returned, fscope, table)
         for call, scope in model.calls:
             func = call.func
+            written: ast.AST | None = None
             if type(func) is ast.Attribute and func.attr in _KEYLESS_WRITES:
                 written = chains.writer_source(func.value)
                 arg = call.args[0] if call.args else model.kwarg(call, *_KEYLESS_WRITES[func.attr])
+            elif _called(func) == "write_deltalake":  # delta-rs: write_deltalake(table_or_uri, data, ...)
+                written = call.args[1] if len(call.args) > 1 else model.kwarg(call, "data")
+                arg = call.args[0] if call.args else model.kwarg(call, "table_or_uri")
+            if written is not None:
                 table = _name(values, arg, scope)
-                if written is not None and table is not None:
+                if table is not None:
                     self.keyless.add(table)
-                    self._follow(written, scope, table)
+                self._follow(written, scope, table or _UNNAMED)
 
     def tables_of(self, anchor: ast.AST | None) -> frozenset[str]:
         """The tables the DataFrame made by ``anchor`` is written to (empty: not known)."""
         if anchor is None:
             return frozenset()
-        return frozenset(self._flows.get(id(anchor), ()))
+        return frozenset(t for t in self._flows.get(id(anchor), ()) if t != _UNNAMED)
 
     def column_tables(self, anchor: ast.AST | None, column: str) -> frozenset[str] | None:
         """The tables the column ``anchor`` writes reaches: ``tables_of(anchor)`` less those it is dropped
-        on the way to; None when it reaches none of its known tables (dropped before every write)."""
-        tables = self.tables_of(anchor)
-        if not tables or anchor is None:
-            return tables
+        on the way to (empty: a table whose name is not known, or none found); None when it is dropped on
+        the way to every write it is followed to, named or not (dropped before every write)."""
+        flows = self._flows.get(id(anchor)) if anchor is not None else None
+        if not flows:
+            return frozenset()
         col_n = norm(column)
-        kept = frozenset(t for t in tables if col_n not in self._dropped.get((id(anchor), t), ()))
-        return kept or None
+        kept = [t for t in flows if col_n not in self._dropped.get((id(anchor), t), ())]
+        if not kept:
+            return None
+        return frozenset(t for t in kept if t != _UNNAMED)
 
     def lookup_only(self, anchor: ast.AST | None) -> bool:
         """Is the DataFrame made by ``anchor`` only the looked-up side of an outer join on every path to its
         known tables (``legs.join(carriers, "code", "left")``: which carrier rows exist changes the joined
         values, never which legs are written)?"""
-        tables = self.tables_of(anchor)
-        return bool(tables) and all(_LOOKUP <= self._dropped.get((id(anchor), t), frozenset()) for t in tables)
+        flows = self._flows.get(id(anchor), ()) if anchor is not None else ()
+        return bool(flows) and all(_LOOKUP <= self._dropped.get((id(anchor), t), frozenset()) for t in flows)
 
     def _lookup_side(self, call: ast.Call, scope: Scope) -> int:
         """Of ``a.join(b, on, how)``: 1 when ``b`` is only looked up (a left outer join), 2 when ``a`` is (a

@@ -6,7 +6,7 @@ The write rules ask whether writing the same values twice leaves the same table.
 ``functools.partial``), functions with a parameter named like a batch id (``batch_id``, ``epoch_id``,
 ``batchId``...), the query functions of a declarative pipeline (``@dlt.table``, ``@dp.materialized_view``,
 ``@dp.append_flow``, views: the pipeline runs them again on every update, with no batch id), and the
-module's own functions they call (a few calls deep). Each rule finds its writes with
+module's own functions they call (``self.m(...)`` methods of the same class included; a few calls deep). Each rule finds its writes with
 its own module hook (run once per module, after the shared flow has seen every call); what they find out
 about the module is computed once and kept in ``ctx.facts.rule_state`` (see :func:`write_state`).
 """
@@ -171,13 +171,8 @@ def batch_functions(ctx: Context) -> dict[int, BatchFn]:
         by_scope = calls_by_scope(ctx)
         for bf in work:
             for call in by_scope.get(id(bf.scope), ()):
-                if type(call.func) is not ast.Name:
-                    continue
-                s = ctx.model.lookup(call.func.id, bf.scope)
-                if s is None or call.func.id not in s.funcs:
-                    continue
-                callee = s.funcs[call.func.id][1]
-                if id(callee) in out:
+                callee = _own_callee(ctx, call.func, bf.scope)
+                if callee is None or id(callee) in out:
                     continue
                 params = _params(callee)
                 epoch = None
@@ -195,6 +190,19 @@ def batch_functions(ctx: Context) -> dict[int, BatchFn]:
         work = found
     st["batch"] = out
     return out
+
+
+def _own_callee(ctx: Context, func: ast.AST, scope: Any) -> Any:
+    """The scope of the module's own function a call calls: ``f(...)`` of a function of the module, or
+    ``self.m(...)`` of a method of the caller's class; else None."""
+    if type(func) is ast.Name:
+        s = ctx.model.lookup(func.id, scope)
+        return s.funcs[func.id][1] if s is not None and func.id in s.funcs else None
+    if type(func) is ast.Attribute:
+        cls = ctx.model.self_class(func.value, scope)
+        if cls is not None and func.attr in cls.funcs:
+            return cls.funcs[func.attr][1]
+    return None
 
 
 def calls_by_scope(ctx: Context) -> dict[int, list[ast.Call]]:

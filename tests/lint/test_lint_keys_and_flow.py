@@ -333,6 +333,69 @@ def test_a_column_dropped_before_the_write_is_not_written() -> None:
     assert "`rn`" not in finding.message
 
 
+def test_a_column_dropped_before_a_merge_into_a_table_of_unknown_name_is_not_written() -> None:
+    # the table's name is read from a conf: the MERGE is still followed for the columns dropped on the way
+    code = """
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F, Window
+    table = spark.conf.get("job.target_table")
+    w = Window.partitionBy("order_no").orderBy(F.col("event_ts").desc())
+    latest = bronze.withColumn("rn", F.row_number().over(w)).filter("rn = 1").drop("rn")
+    stamped = bronze.withColumn("tmp_ts", F.current_timestamp()).drop("tmp_ts")
+    (DeltaTable.forName(spark, table).alias("t")
+        .merge(latest.unionByName(stamped).alias("s"), "t.order_no = s.order_no")
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    """
+    [finding] = lint_code(code, key_patterns=())
+    assert (finding.rule, finding.line, finding.severity, finding.column_name) == ("ND006", 6, "warning", "*")
+    assert "`rn`" not in finding.message
+
+
+def test_a_column_kept_on_the_way_to_a_table_of_unknown_name_is_still_written() -> None:
+    code = """
+    from pyspark.sql import functions as F
+    out = spark.table("raw.e").withColumn("loaded_at", F.current_timestamp())
+    out.write.mode("overwrite").saveAsTable(spark.conf.get("job.table"))
+    """
+    assert summary(lint_code(code, key_patterns=())) == [("ND001", 3, 52, "column", "loaded_at")]
+
+
+def test_write_deltalake_is_judged_against_its_own_table_not_another_merge() -> None:
+    # the head(50) rows go to the preview table only: that table has no key, the merge's key is another table's
+    code = """
+    import pandas as pd
+    from deltalake import DeltaTable, write_deltalake
+    dt = DeltaTable("s3://lake/fx")
+    (dt.merge(source=updates, predicate="t.rate_date = s.rate_date", source_alias="s", target_alias="t")
+        .when_matched_update_all().when_not_matched_insert_all().execute())
+    pdf = pd.read_parquet("s3://lake/fx_export.parquet")
+    write_deltalake("s3://lake/fx_preview", pdf.head(50), mode="overwrite")
+    """
+    [finding] = lint_code(code, key_patterns=())
+    assert (finding.rule, finding.line, finding.severity, finding.column_name) == ("ND008", 8, "warning", "*")
+    assert "into table `s3://lake/fx_preview`" in finding.message
+    assert "rate_date" not in finding.message
+
+
+def test_a_keyless_table_of_known_name_does_not_get_the_keys_of_a_merge_into_a_table_of_unknown_name() -> None:
+    code = """
+    import os
+    import pandas as pd
+    from deltalake import DeltaTable, write_deltalake
+    DeltaTable(os.environ["FX_TABLE"]).merge(
+        source=updates, predicate="t.rate_date = s.rate_date", source_alias="s", target_alias="t"
+    ).when_matched_update_all().execute()
+    write_deltalake("s3://lake/fx_preview", pd.read_parquet("s3://lake/x.parquet").head(50), mode="overwrite")
+    """
+    [finding] = lint_code(code, key_patterns=())
+    assert (finding.rule, finding.line, finding.severity, finding.column_name) == ("ND008", 8, "warning", "*")
+    # a key given with --key (or in the config) is a key of every table
+    [finding] = lint_code(code, keys=("rate_date",), key_patterns=())
+    assert (finding.rule, finding.severity, finding.target, finding.column_name) == (
+        "ND008", "error", "key", "rate_date"
+    )
+
+
 def test_a_dropped_column_is_still_written_where_a_path_keeps_it() -> None:
     code = """
     from pyspark.sql import functions as F

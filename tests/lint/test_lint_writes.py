@@ -56,6 +56,32 @@ def test_helpers_called_from_a_batch_function_are_checked_too() -> None:
     assert f.fix is None  # only the function Spark calls gets the epoch-id fix
 
 
+def test_methods_called_as_self_m_from_a_batch_method_are_checked_too() -> None:
+    code = """
+        from delta.tables import DeltaTable
+
+        class Job:
+            def merge_totals(self, df):
+                (DeltaTable.forName(self.spark, "gold.totals").alias("t")
+                    .merge(df.alias("s"), "t.id = s.id")
+                    .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+            def audit(self, df, version):
+                df.write.format("delta").mode("append").saveAsTable("dw.audit")
+
+            def process(self, batch_df, epoch_id):
+                self.merge_totals(batch_df)
+                self.audit(batch_df, epoch_id)
+
+            def run(self, stream):
+                stream.writeStream.foreachBatch(self.process).start()
+    """
+    found = lint_code(code)
+    assert [(f.rule, f.line, f.severity) for f in found] == [("ND013", 7, "warning"), ("ND011", 11, "error")]
+    assert "`Job.merge_totals`, called from the batch function `Job.process`" in found[0].message
+    assert "`Job.audit`, called from the batch function `Job.process`" in found[1].message
+
+
 def test_which_writes_append() -> None:
     code = """
         def handle(df, batch_id):
