@@ -30,7 +30,7 @@ from upsertsink.lint.chains import Uses
 from upsertsink.lint.collect import Collector
 from upsertsink.lint.context import Context
 from upsertsink.lint.facts import EMPTY, Facts, Reach, RowEffect, Src, Write, norm
-from upsertsink.lint.keys import Keys
+from upsertsink.lint.keys import Keys, param_keys
 from upsertsink.lint.model import SemanticModel, top_function
 from upsertsink.lint.tables import Targets
 from upsertsink.lint.taint import Taint
@@ -246,6 +246,7 @@ class ModuleAnalysis:
             )
             if history:
                 entry["history"] = history
+            entry.update(param_keys(model, self.values, facts, fscope))  # keys and table given by the caller
             if entry:
                 funcs[name] = entry
         values: dict[str, dict] = {}

@@ -9,6 +9,7 @@ included), so the answer cannot depend on the order of the code.
 from __future__ import annotations
 
 import ast
+import re
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -61,7 +62,7 @@ class Collector:
         self.merges: list[tuple[ast.Call, ast.AST | None, Scope]] = []
         self.seq_conds: list[tuple[ast.AST, Scope]] = []
         self.dbt_keys: list[tuple[ast.Call, Scope]] = []
-        self.ext_keys: list[tuple[str, Scope]] = []
+        self.ext_keys: list[tuple[str, Scope, str | None]] = []  # (key, scope, table: None when not known)
         self.ddl_keys: list[tuple[str, str, str]] = []
         self.joins: list[tuple[ast.Call, Scope]] = []
         self.tables_written: set[str] = set()
@@ -223,9 +224,18 @@ class Collector:
         history = entry.get("history", ())
         for k in entry.get("keys", ()):
             if k not in history:  # a history sink's sequence column is learned as one, below
-                self.ext_keys.append((k, scope))
+                self.ext_keys.append((k, scope, None))
         for s in history:
             self.declare(s, "sequence column", scope, sequence=True, history=True)
+        if "key_args" in entry:  # upsert(df, "silver.orders", ["order_no"]): the keys and table given here
+            table = None
+            for position, name in entry.get("table_arg", ()):
+                names = self.values.const_strings(_given(call, position, name), scope)
+                table = names[0] if names and len(names) == 1 else table
+            for position, name in entry["key_args"]:  # a key, or a list of them: each name given is one
+                for k in self.values.const_strings(_given(call, position, name), scope) or ():
+                    if _COLUMN_NAME.fullmatch(k):
+                        self.ext_keys.append((k, scope, table))
 
     def _condition_effect(self, cond: ast.AST, scope: Scope, kind: str = "merge") -> None:
         """A condition that decides rows: ``merge`` (which keys are inserted, deleted, matched) or ``update``
@@ -237,3 +247,17 @@ class Collector:
                 self._row(RowEffect(kind, scope, sql=(part, text)))
         else:
             self._row(RowEffect(kind, scope, expr=cond))
+
+
+_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _given(call: ast.Call, position: int, name: str) -> ast.AST | None:
+    """The argument a call gives another file's function for its parameter ``name`` at ``position``."""
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    before = call.args[:position + 1]
+    if len(call.args) > position and not any(type(a) is ast.Starred for a in before):
+        return call.args[position]
+    return None

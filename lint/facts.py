@@ -129,7 +129,7 @@ class Facts:
     merges: tuple[tuple[ast.Call, ast.AST | None, Scope], ...]
     seq_conds: tuple[tuple[ast.AST, Scope], ...]  # whenMatchedUpdate(condition=...): which version wins
     dbt_keys: tuple[tuple[ast.Call, Scope], ...]
-    ext_keys: tuple[tuple[str, Scope], ...]  # keys declared by other files' functions called here
+    ext_keys: tuple[tuple[str, Scope, str | None], ...]  # keys declared by other files' functions called here
     ddl_keys: tuple[tuple[str, str, str, Scope | None], ...]  # (column, table, label, scope)
     joins: tuple[tuple[ast.Call, Scope], ...]
     tables_written: frozenset[str]

@@ -133,8 +133,8 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
             out.append(KeyDecl(k, "unique key of the dbt model", scope))
     for column, table, what, ddl_scope in facts.ddl_keys:
         out.append(KeyDecl(column, f"{what} of table `{table}`" if table != "?" else what, ddl_scope))
-    for k, scope in facts.ext_keys:
-        out.append(KeyDecl(k, "merge key", scope))
+    for k, scope, table in facts.ext_keys:
+        out.append(KeyDecl(k, "merge key", scope, table=table))
     for call, scope in facts.joins:
         sides = [call.func.value, call.args[0]]
         tables = [_table_read(model, values, side, scope) for side in sides]
@@ -183,6 +183,57 @@ def _at_calls(
         if found[1]:
             out.append(found)
     return out or [first]
+
+
+_MARK = "upsertsink_param_"  # a parameter's stand-in value while a helper is read for another file
+
+
+def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope) -> dict[str, list]:
+    """For the files that call this module's top-level function ``fscope``: which of its parameters give
+    the keys and the table of a MERGE or an ``UpsertSink`` inside it (``def upsert(df, table, keys)``).
+    Each parameter is bound to a stand-in text (then to a list of one) and the keys and table found are
+    read back: ``{"key_args": [[position, name]], "table_arg": [[position, name]]}``, empty when no
+    parameter gives them."""
+    node = fscope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not values.may_call(fscope):
+        return {}
+    params = [x.arg for x in node.args.posonlyargs + node.args.args]
+    merges = [(c, cond, sc) for c, cond, sc in facts.merges if cond is not None and _inside(sc, fscope)]
+    sinks = [(c, sc) for c, sc in facts.sink_calls if _inside(sc, fscope)]
+    if not params or not (merges or sinks):
+        return {}
+    key_args: set[int] = set()
+    table_args: set[int] = set()
+    for form in ("str", "list"):
+        bound: dict[str, tuple[ast.AST, Scope]] = {}
+        for i, p in enumerate(params):
+            mark = ast.Constant(f"{_MARK}{i}", lineno=node.lineno, col_offset=node.col_offset)
+            mark.stand_in = True  # type: ignore[attr-defined]  # Values reads its text, not the file's
+            bound[p] = (mark if form == "str" else ast.List([mark], ast.Load()), model.module)
+        with values.at_call(fscope, bound):
+            found = [_merge_keys(model, values, c, cond, sc) for c, cond, sc in merges]
+            found += [_sink_keys(model, values, c, sc)[:2] for c, sc in sinks]
+        for table, cols in found:
+            if form == "str" and table is not None and table.startswith(_MARK) and table[len(_MARK) :].isdigit():
+                table_args.add(int(table[len(_MARK) :]))
+            for col in cols:
+                i_text = strip_qualifier(col)[len(_MARK) :] if strip_qualifier(col).startswith(_MARK) else ""
+                if i_text.isdigit() and int(i_text) < len(params):
+                    key_args.add(int(i_text))
+    out: dict[str, list] = {}
+    if key_args:
+        out["key_args"] = [[i, params[i]] for i in sorted(key_args)]
+    if table_args:
+        out["table_arg"] = [[i, params[i]] for i in sorted(table_args)]
+    return out
+
+
+def _inside(scope: Scope | None, fscope: Scope) -> bool:
+    while scope is not None:
+        if scope is fscope:
+            return True
+        scope = scope.parent
+    return False
 
 
 def _sink_keys(

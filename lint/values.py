@@ -91,6 +91,8 @@ class Values:
     def _str_value(self, node: ast.AST, scope: Scope, env: Env) -> PosText | None:
         t = type(node)
         if t is ast.Constant:
+            if getattr(node, "stand_in", False):  # a parameter's stand-in (keys.param_keys): not in the file
+                return PosText.at(node.value, (node.lineno, node.col_offset + 1))
             return literal_text(node, self.model.lines) if isinstance(node.value, str) else None
         if t is ast.JoinedStr:
             out = literal_text(node, self.model.lines)

@@ -199,3 +199,54 @@ def test_a_sql_file_created_where_the_job_looks_is_seen_by_the_cache(tmp_path: P
     (tmp_path / "jobs" / "sql" / "merge.sql").write_text("MERGE INTO dw.orders t USING s ON t.id = s.id\n")
     nearer = lint_paths([tmp_path], s)
     assert nearer.stats.cache_hits == 0 and nearer.findings == []
+
+
+DELTA_HELPERS = """\
+from delta.tables import DeltaTable
+from upsertsink import UpsertSink
+
+
+def upsert(spark, df, table, keys):
+    cond = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    (DeltaTable.forName(spark, table).alias("t").merge(df.alias("s"), cond)
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+
+def upsert_one(df, path, key):
+    DeltaTable.forPath(spark, path).alias("t").merge(df.alias("s"), f"t.{key} = s.{key}").execute()
+
+
+def sink(df, target, keys, batch_id):
+    UpsertSink(target, keys=keys).write(df, batch_id=batch_id)
+"""
+
+
+def test_keys_and_table_given_to_another_files_helper_are_keys_of_that_table(tmp_path: Path, monkeypatch) -> None:
+    common = tmp_path / "common"
+    common.mkdir()
+    (common / "__init__.py").write_text("")
+    (common / "delta_utils.py").write_text(DELTA_HELPERS)
+    (tmp_path / "job.py").write_text(
+        "from pyspark.sql import functions as F\n"
+        "from common.delta_utils import sink, upsert\n"
+        "from common import delta_utils\n"
+        "orders = spark.table('raw.orders').withColumn('order_no', F.expr('uuid()'))\n"
+        "upsert(spark, orders, 'silver.orders', ['order_no', 'line'])\n"
+        "events = spark.table('raw.events').withColumn('event_ref', F.monotonically_increasing_id())\n"
+        "delta_utils.upsert_one(events, key='event_ref', path='/lake/events')\n"
+        "audit = spark.table('raw.a').withColumn('run', F.rand())\n"
+        "sink(audit, '/lake/audit', keys=['run'], batch_id=3)\n"
+        "other = spark.table('raw.b').withColumn('note', F.current_timestamp())\n"
+        "other.write.mode('overwrite').saveAsTable('gold.notes')\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    result = lint_paths([tmp_path], settings_for(tmp_path), use_cache=False)
+    assert [x[2:] for x in by_file(result, "job.py")] == [
+        ("ND003", "error", "key", "order_no"),  # ['order_no', 'line'] joined into the helper's condition
+        ("ND004", "error", "key", "event_ref"),  # a single key given by keyword
+        ("ND002", "error", "key", "run"),  # an UpsertSink's keys given by the caller
+        ("ND001", "warning", "column", "note"),  # another table: none of those keys is its
+    ]
+    msgs = {f.column_name: f.message for f in result.findings if f.path.endswith("job.py")}
+    assert "(table `silver.orders`)" in msgs["order_no"]
+    assert "(table `/lake/events`)" in msgs["event_ref"]
