@@ -198,6 +198,7 @@ LOOK_ONLY_ACTIONS = _with("look")
 ALIAS_METHODS = _with("alias")
 MATCHED_UPDATES = _with("matched-update")
 PANDAS_FRAMES = _with("pandas")
+RECORD_TABLES = _with("fact=records")  # turn a list of dict records into a table
 WIDGET_READS = _with("widget-read")
 MERGE_MAPS: dict[str, tuple[str, int]] = {
     m: (spec.split("/")[0], int(spec.split("/")[1])) for m, spec in _param("map=").items()

@@ -66,6 +66,7 @@ class Collector:
         self.ddl_keys: list[tuple[str, str, str]] = []
         self.joins: list[tuple[ast.Call, Scope]] = []
         self.tables_written: set[str] = set()
+        self.sql_writes: list[tuple[ast.Call, str, bool]] = []
         self.sql_udfs: dict[str, tuple[ast.AST, Scope]] = {}
         self.seeded: set[str] = set()
         self.writes_data = model.dbt_model
@@ -96,7 +97,9 @@ class Collector:
         for call, scope in self.sink_calls:
             delete_when = model.kwarg(call, "delete_when")
             if delete_when is not None:
+                self._current = call  # it decides the rows of the sink's own table
                 self._condition_effect(delete_when, scope)
+        self._current = None
         for (
             call,
             cond,
@@ -118,6 +121,7 @@ class Collector:
             ddl_keys=tuple(self.ddl_keys),
             joins=tuple(self.joins),
             tables_written=frozenset(self.tables_written),
+            sql_writes=tuple(self.sql_writes),
             sql_udfs=MappingProxyType(dict(self.sql_udfs)),
             seeded=frozenset(self.seeded),
             writes_data=self.writes_data,
@@ -139,10 +143,16 @@ class Collector:
         self._row(RowEffect(kind, scope, expr=expr, own=own, subset=subset))
 
     def declare(
-        self, column: str, label: str, scope: Scope | None, sequence: bool = False, history: bool = False
+        self,
+        column: str,
+        label: str,
+        scope: Scope | None,
+        sequence: bool = False,
+        history: bool = False,
+        table: str | None = None,
     ) -> None:
-        """A key (or sequence) column the code declares."""
-        self.declared.append(KeyDecl(strip_qualifier(column), label, scope, sequence, history))
+        """A key (or sequence) column the code declares (of ``table``, when known)."""
+        self.declared.append(KeyDecl(strip_qualifier(column), label, scope, sequence, history, table))
 
     def _add_write(
         self,

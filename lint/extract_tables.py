@@ -184,8 +184,12 @@ def _sql_statements(col: Collector, text: PosText, scope: Scope, call: ast.Call)
             col._row(RowEffect(kind, scope, sql=(part, text)))
     for name, part in result.writes:
         col._add_write(name, scope, sql=(part, text), node=call)
-    for k in result.merge_keys:
-        col.declare(k, "merge key", scope)
+    merged = {s.table for s in result.statements if s.kind == "merge"}
+    for k in result.merge_keys:  # the keys of the text's one MERGE are that table's
+        col.declare(k, "merge key", scope, table=merged.pop() if len(merged) == 1 else None)
+    for s in result.statements:
+        if s.table:
+            col.sql_writes.append((call, s.table, s.kind != "merge"))
     for c in result.sequence_cols:
         col.declare(c, "sequence column", scope, sequence=True)
     for column, table, what in result.ddl_keys:

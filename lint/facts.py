@@ -133,6 +133,8 @@ class Facts:
     ddl_keys: tuple[tuple[str, str, str, Scope | None], ...]  # (column, table, label, scope)
     joins: tuple[tuple[ast.Call, Scope], ...]
     tables_written: frozenset[str]
+    # (the spark.sql call, the table one of its statements writes, written without a key: INSERT, not MERGE)
+    sql_writes: tuple[tuple[ast.Call, str, bool], ...]
     sql_udfs: MappingProxyType  # lower-case SQL name -> (the registered function, its scope)
     seeded: frozenset[str]  # modules seeded with a constant (``random.seed(1)``)
     writes_data: bool  # the module stores data (a table, a dbt model): key-name patterns apply

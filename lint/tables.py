@@ -96,6 +96,12 @@ class Targets:
             table = sink_target(model, values, call, scope)
             for source, where in self._sink_sources(call):
                 self._follow(source, where, table or _UNNAMED)
+            if table is not None:  # the sink's own choices (delete_when) decide its table's rows
+                self._flows.setdefault(id(call), set()).add(table)
+        for call, table, keyless in facts.sql_writes:  # spark.sql("INSERT INTO t SELECT ..."), MERGE INTO
+            self._flows.setdefault(id(call), set()).add(table)
+            if keyless:
+                self.keyless.add(table)
         if model.dbt_model and "model" in model.module.funcs:  # dbt writes what ``model`` returns
             fscope = model.module.funcs["model"][1]
             table = Path(values.origin).stem if values.origin else "model"

@@ -13,7 +13,7 @@ import ast
 
 from upsertsink.lint import records
 from upsertsink.lint import sql as sqlmod
-from upsertsink.lint.api import FRAME_METHODS, WIDGET_READS
+from upsertsink.lint.api import FRAME_METHODS, RECORD_TABLES, WIDGET_READS
 from upsertsink.lint.callsites import arguments, call_sites
 from upsertsink.lint.catalogue import (
     FIX_HOOKS,
@@ -65,6 +65,8 @@ class Taint:
         # what is computed meanwhile is partial and not memoized (``withColumn("k", F.col("k").cast(...))``)
         self._col_cut: set[str] = set()
         self._fn_memo: dict[int, frozenset] = {}
+        # tables built from dict records whose fields were written as columns: pd.DataFrame([{...}])
+        self._records = {id(w.anchor) for w in facts.writes if type(w.anchor) is ast.Call and _records_table(w.anchor)}
 
     def of(self, node: ast.AST | None, scope: Scope) -> frozenset:
         """The sources reaching the value of ``node`` (evaluated in ``scope``)."""
@@ -284,6 +286,8 @@ class Taint:
         return len(call.args) > position and not any(type(a) is ast.Starred for a in call.args)
 
     def call_taint(self, call: ast.Call, scope: Scope) -> frozenset:
+        if id(call) in self._records:  # each field carries its own sources as a column: frame["ts"] is ts
+            return EMPTY
         func = call.func
         ft = type(func)
         out: set[Src] = set()
@@ -508,3 +512,9 @@ class Taint:
 def _is_default(node: ast.AST, fscope: Scope) -> bool:
     a = fscope.node.args  # type: ignore[union-attr]
     return any(node is d for d in (*a.defaults, *a.kw_defaults))
+
+
+def _records_table(call: ast.Call) -> bool:
+    """Does ``call`` turn dict records into a table (``pd.DataFrame(rows)``, ``pa.Table.from_pylist(rows)``)?"""
+    func = call.func
+    return (func.attr if type(func) is ast.Attribute else getattr(func, "id", "")) in RECORD_TABLES

@@ -396,6 +396,76 @@ def test_a_keyless_table_of_known_name_does_not_get_the_keys_of_a_merge_into_a_t
     )
 
 
+def test_a_sinks_delete_when_decides_the_rows_of_its_own_table() -> None:
+    code = """
+    from upsertsink import UpsertSink
+    UpsertSink("/lake/suppliers", keys=["supplier_id"]).write(suppliers, batch_id=1)
+    UpsertSink("/lake/products", keys=["product_id"], delete_when="gone_on < current_date()").write(p, batch_id=1)
+    """
+    [finding] = lint_code(code, key_patterns=())
+    assert (finding.rule, finding.severity, finding.target, finding.column_name) == (
+        "ND001", "error", "key", "product_id"
+    )
+    assert "into table `/lake/products`" in finding.message
+
+
+def test_sql_inserts_are_judged_against_their_own_table_not_another_statements_merge() -> None:
+    code = '''
+    spark.sql("""
+    MERGE INTO silver.orders AS t USING updates AS s ON t.order_id = s.order_id
+    WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *
+    """)
+    spark.sql("""INSERT OVERWRITE TABLE qa.order_spotcheck
+    SELECT order_id, status FROM silver.orders WHERE rand() < 0.01""")
+    spark.sql("INSERT INTO qa.sample_log SELECT * FROM raw.events TABLESAMPLE (1 PERCENT)")
+    spark.sql("INSERT INTO silver.orders SELECT uuid() AS order_id, * FROM raw.more")
+    '''
+    found = lint_code(code, key_patterns=())
+    assert [(f.rule, f.line, f.severity, f.target, f.column_name) for f in found] == [
+        ("ND002", 7, "warning", "column", "*"),
+        ("ND009", 8, "warning", "column", "*"),
+        ("ND003", 9, "error", "key", "order_id"),  # the MERGE's key is silver.orders' key
+    ]
+    assert "into table `qa.order_spotcheck`" in found[0].message
+    assert "into table `qa.sample_log`" in found[1].message
+
+
+def test_a_column_of_a_pandas_frame_built_from_records_carries_only_its_own_sources() -> None:
+    code = """
+    import pandas as pd
+    from deltalake import DeltaTable
+    frame = pd.DataFrame([{"sku": r["sku"], "ts": r["ts"], "pulled_at": pd.Timestamp.now()} for r in ROWS])
+    frame["day"] = frame["ts"].dt.date
+    (DeltaTable("s3://lake/daily")
+        .merge(source=frame, predicate="t.sku = s.sku AND t.day = s.day", source_alias="s", target_alias="t")
+        .when_matched_update_all().when_not_matched_insert_all().execute())
+    """
+    assert [(f.rule, f.severity, f.target, f.column_name) for f in lint_code(code, key_patterns=())] == [
+        ("ND001", "warning", "column", "pulled_at")
+    ]
+    # a column built from the clock's own column is still a key reached by the clock
+    keyed = code.replace('frame["ts"].dt.date', 'frame["pulled_at"].dt.date')
+    assert [(f.rule, f.severity, f.target, f.column_name) for f in lint_code(keyed, key_patterns=())] == [
+        ("ND001", "error", "key", "day")
+    ]
+    # the same frame returned by a helper and passed into another as a parameter
+    code = """
+    import uuid
+    import pandas as pd
+    from deltalake import DeltaTable
+    def to_frame(items):
+        return pd.DataFrame([{"sku": it["sku"], "ts": it["ts"], "ref": str(uuid.uuid4())} for it in items])
+    def merge_daily(frame):
+        daily = frame.assign(day=frame["ts"].dt.strftime("%Y-%m-%d")).groupby(["sku", "day"], as_index=False).sum()
+        DeltaTable("s3://lake/daily").merge(source=daily, predicate="t.sku = s.sku AND t.day = s.day",
+            source_alias="s", target_alias="t").when_not_matched_insert_all().execute()
+    merge_daily(to_frame(ITEMS))
+    """
+    assert [(f.rule, f.severity, f.target, f.column_name) for f in lint_code(code, key_patterns=())] == [
+        ("ND003", "warning", "column", "ref")
+    ]
+
+
 def test_a_dropped_column_is_still_written_where_a_path_keeps_it() -> None:
     code = """
     from pyspark.sql import functions as F
