@@ -67,6 +67,7 @@ class Collector:
         self.joins: list[tuple[ast.Call, Scope]] = []
         self.tables_written: set[str] = set()
         self.sql_writes: list[tuple[ast.Call, str, bool]] = []
+        self.pipeline_flows: list[tuple[ast.Call, str | None, str | None]] = []  # (call, target, source)
         self.sql_udfs: dict[str, tuple[ast.AST, Scope]] = {}
         self.seeded: set[str] = set()
         self.writes_data = model.dbt_model
@@ -122,6 +123,7 @@ class Collector:
             joins=tuple(self.joins),
             tables_written=frozenset(self.tables_written),
             sql_writes=tuple(self.sql_writes),
+            pipeline_flows=tuple(self.pipeline_flows),
             sql_udfs=MappingProxyType(dict(self.sql_udfs)),
             seeded=frozenset(self.seeded),
             writes_data=self.writes_data,

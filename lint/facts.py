@@ -135,6 +135,8 @@ class Facts:
     tables_written: frozenset[str]
     # (the spark.sql call, the table one of its statements writes, written without a key: INSERT, not MERGE)
     sql_writes: tuple[tuple[ast.Call, str, bool], ...]
+    # a declarative pipeline's CDC flows: (the call, its target table, its source view or table by name)
+    pipeline_flows: tuple[tuple[ast.Call, str | None, str | None], ...]
     sql_udfs: MappingProxyType  # lower-case SQL name -> (the registered function, its scope)
     seeded: frozenset[str]  # modules seeded with a constant (``random.seed(1)``)
     writes_data: bool  # the module stores data (a table, a dbt model): key-name patterns apply

@@ -40,11 +40,14 @@ def _pipeline_flow(col: Collector, call: ast.Call, scope: Scope, params: tuple[s
         return node
 
     targets = col.values.const_strings(arg("target"), scope)
-    flow = f"the pipeline flow into `{targets[0]}`" if targets else "the pipeline flow"
-    if targets:
-        col.tables_written.add(targets[0].lower())
+    target = targets[0] if targets and len(targets) == 1 else None
+    flow = f"the pipeline flow into `{target}`" if target else "the pipeline flow"
+    if target:
+        col.tables_written.add(target.lower())
+    sources = col.values.const_strings(arg("source"), scope) if "source" in params else None
+    col.pipeline_flows.append((call, target, sources[0] if sources and len(sources) == 1 else None))
     for k in _column_list(col, arg("keys"), scope):
-        col.declare(k, f"key of {flow}", scope)
+        col.declare(k, f"key of {flow}", scope, table=target)
     if "sequence_by" in params:
         seq = arg("sequence_by")
         if seq is not None:

@@ -61,6 +61,11 @@ def sink_target(model: SemanticModel, values: Values, call: ast.Call, scope: Sco
     return _name(values, arg, scope)
 
 
+def _bare(name: str) -> str:
+    """A pipeline's dataset name as another dataset refers to it: ``LIVE.orders`` and ``orders`` alike."""
+    return name.lower().removeprefix("live.")
+
+
 def _called(func: ast.AST) -> str:
     """The name a call is made by: ``f`` of ``f(...)`` and of ``mod.f(...)``."""
     return func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
@@ -102,6 +107,7 @@ class Targets:
             self._flows.setdefault(id(call), set()).add(table)
             if keyless:
                 self.keyless.add(table)
+        self._pipelines(facts)
         if model.dbt_model and "model" in model.module.funcs:  # dbt writes what ``model`` returns
             fscope = model.module.funcs["model"][1]
             table = Path(values.origin).stem if values.origin else "model"
@@ -121,6 +127,36 @@ class Targets:
                 if table is not None:
                     self.keyless.add(table)
                 self._follow(written, scope, table or _UNNAMED)
+
+    def _pipelines(self, facts: Facts) -> None:
+        """A declarative pipeline's tables: what a ``@dlt.table`` / ``@dp.materialized_view`` function returns
+        goes to its table (its ``name=`` or the function's name), written without a key; an ``append_flow``'s
+        to its ``target``; a CDC flow's source (a view or table of the module, by name) to the flow's target,
+        whose keys the flow declares; the flow's own conditions (``apply_as_deletes``) decide its target's rows."""
+        model, values = self.model, self._values
+        by_name: dict[str, Scope] = {}
+        for fscope in model.decorated:
+            found = model.pipeline_decorator(fscope)
+            if found is None:
+                continue
+            kind, dec = found
+            param = "target" if kind == "append_flow" else "name"
+            given = model.kwarg(dec, param) if type(dec) is ast.Call else None
+            name = _name(values, given, fscope.parent or fscope) if given is not None else None
+            name = name or fscope.node.name  # type: ignore[attr-defined]
+            by_name[_bare(name)] = fscope
+            if kind in ("table", "materialized_view", "append_flow"):
+                self.keyless.add(name)
+                for returned in fscope.returns:
+                    self._follow(returned, fscope, name)
+        for call, target, source in facts.pipeline_flows:
+            if target is None:
+                continue
+            self._flows.setdefault(id(call), set()).add(target)
+            fscope = by_name.get(_bare(source)) if source else None
+            if fscope is not None:
+                for returned in fscope.returns:
+                    self._follow(returned, fscope, target)
 
     def tables_of(self, anchor: ast.AST | None) -> frozenset[str]:
         """The tables the DataFrame made by ``anchor`` is written to (empty: not known)."""

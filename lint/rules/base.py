@@ -208,7 +208,7 @@ class Rule:
             fix = self.advice("rows")
         else:
             where = f"it reaches {label} `{column}`{of_sink}"
-            where += f" (table `{table}`)" if table else ""
+            where += f" (table `{table}`)" if table and f"`{table}`" not in label else ""  # not named twice
             consequence = _HISTORY_CONSEQUENCE if history else _CONSEQUENCE[target]
             fix = self.advice(target)
         return f"{what} {self.verb}; {where}{also}: {consequence}. Fix: {fix}"

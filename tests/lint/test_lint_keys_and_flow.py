@@ -466,6 +466,33 @@ def test_a_column_of_a_pandas_frame_built_from_records_carries_only_its_own_sour
     ]
 
 
+def test_a_pipeline_table_is_judged_against_its_own_keys_and_a_flow_source_against_the_flows() -> None:
+    code = """
+    import dlt
+    from pyspark.sql import functions as F
+
+    @dlt.table(name="orders_sample")
+    def orders_sample():
+        return spark.read.table("raw.orders").sample(0.1)
+
+    @dlt.table
+    def orders_bronze():
+        return spark.readStream.table("raw.orders").withColumn("order_id", F.expr("uuid()"))
+
+    dlt.create_streaming_table("orders_silver")
+    dlt.apply_changes(target="orders_silver", source="orders_bronze", keys=["order_id"], sequence_by="version")
+    dlt.create_streaming_table("returns_silver")
+    dlt.apply_changes(target="returns_silver", source="returns_bronze", keys=["return_id"],
+                      sequence_by="version", apply_as_deletes=F.expr("expires_on < current_date()"))
+    """
+    got = [(f.rule, f.line, f.severity, f.target, f.column_name) for f in lint_code(code, key_patterns=())]
+    assert got == [
+        ("ND009", 7, "warning", "column", "*"),  # orders_sample has no key: the flows' keys are other tables'
+        ("ND003", 11, "error", "key", "order_id"),  # orders_bronze is the source of the flow into orders_silver
+        ("ND001", 17, "error", "key", "return_id"),  # the deletes decide returns_silver's rows, by its key
+    ]
+
+
 def test_a_dropped_column_is_still_written_where_a_path_keeps_it() -> None:
     code = """
     from pyspark.sql import functions as F
