@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from upsertsink.lint.config import Settings
 from upsertsink.lint.runner import lint_paths
 

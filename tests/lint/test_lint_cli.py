@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from upsertsink.lint.cli import lint_command
 from upsertsink.lint.report import escape_data, escape_property
 from upsertsink.lint.rules import ALL_RULES

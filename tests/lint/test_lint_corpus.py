@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from upsertsink.lint.cli import lint_command
 from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
 

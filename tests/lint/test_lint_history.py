@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from lint_helpers import lint_code
+
 from upsertsink.lint.cli import lint_command
 from upsertsink.lint.config import Settings
 from upsertsink.lint.runner import lint_paths

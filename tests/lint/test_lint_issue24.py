@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from issue24_helpers import FIXTURES, at, brief, lint_fixture, lint_text, text
+
 from upsertsink.lint.cli import lint_command
 from upsertsink.lint.notebooks import convert_databricks
 

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 import upsertsink.lint
 from upsertsink.lint import catalogue
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from upsertsink.lint.checker import check_bytes
 from upsertsink.lint.cli import lint_command
 from upsertsink.lint.notebooks import convert_databricks, convert_ipynb

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from upsertsink.lint.cli import lint_command
 from upsertsink.lint.config import resolve_settings
 from upsertsink.lint.runner import lint_paths

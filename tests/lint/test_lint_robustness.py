@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from upsertsink.lint.checker import check_bytes
 from upsertsink.lint.cli import lint_command
 
