@@ -57,3 +57,19 @@ def arguments(call: ast.Call, scope: Scope, fscope: Scope) -> dict[str, tuple[as
             return {}
         out[kw.arg] = (kw.value, scope)
     return out
+
+
+def called_name(func: ast.AST) -> str:
+    """The name a call is made by: ``f`` of ``f(...)`` and of ``mod.f(...)`` / ``obj.f(...)``."""
+    return func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
+
+
+def given_argument(call: ast.Call, position: int, name: str) -> ast.AST | None:
+    """The argument ``call`` gives a parameter known only by its ``name`` and ``position`` (another file's
+    function, a library's): the keyword, else the positional argument when no ``*args`` comes before it."""
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    if len(call.args) > position and not any(type(a) is ast.Starred for a in call.args[: position + 1]):
+        return call.args[position]
+    return None

@@ -24,6 +24,7 @@ from upsertsink.lint.api import (
     STORE_METHODS,
     pipeline_name,
 )
+from upsertsink.lint.callsites import called_name, given_argument
 from upsertsink.lint.catalogue import METHOD_HOOKS, SUBSCRIPT_HOOKS
 from upsertsink.lint.facts import Facts, KeyDecl, RowEffect, Src, Write, strip_qualifier, summary_sources
 from upsertsink.lint.model import SemanticModel
@@ -175,7 +176,7 @@ class Collector:
     def _process_call(self, call: ast.Call, scope: Scope, ctx: Context) -> None:
         self._current = call
         func = call.func
-        called = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
+        called = called_name(func)
         if called in PIPELINE_CDC_FLOWS and pipeline_name(self.model.qualname(func, scope)) == called:
             _pipeline_flow(self, call, scope, PIPELINE_CDC_FLOWS[called])  # dlt.apply_changes(...)
             return
@@ -242,10 +243,10 @@ class Collector:
         if "key_args" in entry:  # upsert(df, "silver.orders", ["order_no"]): the keys and table given here
             table = None
             for position, name in entry.get("table_arg", ()):
-                names = self.values.const_strings(_given(call, position, name), scope)
+                names = self.values.const_strings(given_argument(call, position, name), scope)
                 table = names[0] if names and len(names) == 1 else table
             for position, name in entry["key_args"]:  # a key, or a list of them: each name given is one
-                for k in self.values.const_strings(_given(call, position, name), scope) or ():
+                for k in self.values.const_strings(given_argument(call, position, name), scope) or ():
                     if _COLUMN_NAME.fullmatch(k):
                         self.ext_keys.append((k, scope, table))
 
@@ -262,14 +263,3 @@ class Collector:
 
 
 _COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _given(call: ast.Call, position: int, name: str) -> ast.AST | None:
-    """The argument a call gives another file's function for its parameter ``name`` at ``position``."""
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    before = call.args[:position + 1]
-    if len(call.args) > position and not any(type(a) is ast.Starred for a in before):
-        return call.args[position]
-    return None

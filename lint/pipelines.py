@@ -12,6 +12,7 @@ from upsertsink.lint.api import (
     NAME_ARG_FUNCTIONS,
     PIPELINE_CDC_CONDITIONS,
 )
+from upsertsink.lint.callsites import given_argument
 from upsertsink.lint.facts import SCD2_FLOW_LABEL
 from upsertsink.lint.scopes import Scope
 
@@ -29,15 +30,7 @@ def _pipeline_flow(col: Collector, call: ast.Call, scope: Scope, params: tuple[s
     col.writes_data = True
 
     def arg(param: str) -> ast.AST | None:
-        node = col.model.kwarg(call, param)
-        i = params.index(param)
-        if (
-            node is None
-            and i < len(call.args)
-            and not any(type(a) is ast.Starred for a in call.args[: i + 1])
-        ):
-            node = call.args[i]
-        return node
+        return given_argument(call, params.index(param), param)
 
     targets = col.values.const_strings(arg("target"), scope)
     target = targets[0] if targets and len(targets) == 1 else None

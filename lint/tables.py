@@ -16,6 +16,7 @@ import ast
 from pathlib import Path
 
 from upsertsink.lint import chains
+from upsertsink.lint.callsites import called_name
 from upsertsink.lint.facts import Facts, norm
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.reaching import reaching
@@ -66,11 +67,6 @@ def _bare(name: str) -> str:
     return name.lower().removeprefix("live.")
 
 
-def _called(func: ast.AST) -> str:
-    """The name a call is made by: ``f`` of ``f(...)`` and of ``mod.f(...)``."""
-    return func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
-
-
 def _name(values: Values, node: ast.AST | None, scope: Scope) -> str | None:
     names = values.const_strings(node, scope) if node is not None else None
     return names[0] if names else None
@@ -119,7 +115,7 @@ class Targets:
             if type(func) is ast.Attribute and func.attr in _KEYLESS_WRITES:
                 written = chains.writer_source(func.value)
                 arg = call.args[0] if call.args else model.kwarg(call, *_KEYLESS_WRITES[func.attr])
-            elif _called(func) == "write_deltalake":  # delta-rs: write_deltalake(table_or_uri, data, ...)
+            elif called_name(func) == "write_deltalake":  # delta-rs: write_deltalake(table_or_uri, data, ...)
                 written = call.args[1] if len(call.args) > 1 else model.kwarg(call, "data")
                 arg = call.args[0] if call.args else model.kwarg(call, "table_or_uri")
             if written is not None:

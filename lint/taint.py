@@ -14,7 +14,7 @@ import ast
 from upsertsink.lint import records
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.api import FRAME_METHODS, RECORD_TABLES, WIDGET_READS
-from upsertsink.lint.callsites import arguments, call_sites
+from upsertsink.lint.callsites import arguments, call_sites, called_name
 from upsertsink.lint.catalogue import (
     FIX_HOOKS,
     METHOD_SOURCES,
@@ -516,5 +516,4 @@ def _is_default(node: ast.AST, fscope: Scope) -> bool:
 
 def _records_table(call: ast.Call) -> bool:
     """Does ``call`` turn dict records into a table (``pd.DataFrame(rows)``, ``pa.Table.from_pylist(rows)``)?"""
-    func = call.func
-    return (func.attr if type(func) is ast.Attribute else getattr(func, "id", "")) in RECORD_TABLES
+    return called_name(call.func) in RECORD_TABLES
