@@ -141,7 +141,12 @@ def concurrency_run(
     if any(o["outcome"] not in ALLOWED for o in resent):
         run.detail += f" re-send: {[o for o in resent if o['outcome'] not in ALLOWED][:3]}"
     expected = model(feed)
-    ok = set(run.calls) <= ALLOWED and all(p.returncode == 0 for p in procs) and table_state(path) == expected
+    state = table_state(path)
+    ok = set(run.calls) <= ALLOWED and all(p.returncode == 0 for p in procs) and state == expected
+    if state != expected:
+        differ = sorted(k for k in {*state, *expected} if state.get(k) != expected.get(k))
+        run.detail += f" table differs from the model at {len(differ)} keys: " + ", ".join(
+            f"{k}: {state.get(k)} (model {expected.get(k)})" for k in differ[:3])
     if shared_app_id:
         from deltalake import DeltaTable
 
@@ -156,7 +161,9 @@ def concurrency_run(
             run.detail += f" commits per batch: {per_batch}"
     run.converged = ok
     if not ok:
-        run.detail += f" calls={run.calls} stderr={[e[-300:] for e in errors if e]}"
+        bad = [o for o in outcomes if o["outcome"] not in ALLOWED]
+        run.detail += (f" calls={run.calls} return codes={[p.returncode for p in procs]}"
+                       f" stderr={[e[-300:] for e in errors if e]} not allowed={bad[:3]}")
     return run
 
 

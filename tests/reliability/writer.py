@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -83,9 +85,11 @@ def main() -> int:
         except ConcurrentWriteError as err:
             outcome = {"batch": i, "outcome": "conflict", "error": str(err)}
         except UpsertSinkError as err:
-            outcome = {"batch": i, "outcome": "error", "type": type(err).__name__, "error": str(err)}
+            outcome = {"batch": i, "outcome": "error", "type": type(err).__name__, "error": str(err),
+                       "trace": traceback.format_exc()[-3000:]}
         except Exception as err:  # noqa: BLE001 - a raw engine error is exactly what the tests look for
-            outcome = {"batch": i, "outcome": "raw", "type": type(err).__name__, "error": str(err)}
+            outcome = {"batch": i, "outcome": "raw", "type": type(err).__name__, "error": str(err),
+                       "trace": traceback.format_exc()[-3000:]}
         if out is not None:
             out.write(json.dumps(outcome) + "\n")
             out.flush()
@@ -96,4 +100,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Every outcome is written and flushed by now. Skip the interpreter's teardown: pyarrow's C++ thread pools
+    # can abort it ("terminate called without an active exception", apache/arrow#34314), which once failed a
+    # CI run whose writers had all finished correctly (the exit code is part of what the stress tests check).
+    os._exit(code)
