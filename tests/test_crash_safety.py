@@ -325,6 +325,21 @@ def test_a_create_whose_log_is_not_written_yet_is_a_new_table_to_the_next_writer
     assert ids(path) == [2]  # the interrupted create's file is referenced by no log: it is not in the table
 
 
+def test_a_create_whose_data_file_is_still_being_staged_is_a_new_table_to_the_next_writer(engine, tmp_path):
+    # Found by CI's four-writer stress run: delta-rs (object_store's local file system) writes a data file as
+    # "<name>#1" and renames it into place, so a racing writer can see the staged name in the folder before
+    # any log exists; it refused the folder as "not a Delta table" (NotADeltaTableError, not retried).
+    path = tmp_path / "t"
+    cdc_sink(str(path)).write(engine.frame(cdc((1, "a", 1, "U")), CDC), batch_id=0)
+    import shutil
+
+    shutil.rmtree(path / "_delta_log")
+    (data,) = [n for n in os.listdir(path) if n.startswith("part-")]
+    os.rename(path / data, path / f"{data}#1")  # the folder while the create's data file is staged
+    cdc_sink(str(path)).write(engine.frame(cdc((2, "b", 1, "U")), CDC), batch_id=0)
+    assert ids(path) == [2]
+
+
 def test_a_parquet_dataset_without_the_sinks_mark_is_still_refused(engine, tmp_path):
     path = tmp_path / "t"
     path.mkdir()

@@ -85,7 +85,9 @@ def _local(path: str) -> str | None:
 
 
 # The name of the files Delta writers give table data (delta-rs and Spark alike), and of partition folders.
-_DATA_FILE = re.compile(r"^part-\d{5}-[0-9a-fA-F-]{36}-c\d{3}(\.[A-Za-z0-9]+)*\.parquet$")
+# While delta-rs writes one (object_store's local file system) it is staged as "<name>#<n>" and renamed into
+# place, so a create in progress can show that name too.
+_DATA_FILE = re.compile(r"^part-\d{5}-[0-9a-fA-F-]{36}-c\d{3}(\.[A-Za-z0-9]+)*\.parquet(#\d+)?$")
 _PARTITION_DIR = re.compile(r"^[^=]+=.*$")
 CREATING = "creating"
 
