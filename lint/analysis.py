@@ -306,7 +306,11 @@ class ModuleAnalysis:
 def _row_target(
     keys: Keys, tables: frozenset[str], effect: RowEffect, src: Src, keyless: set[str]
 ) -> tuple[float, str, str, bool, str | None]:
-    """What a row choice reaching ``tables`` (empty: not known) decides, judged against those tables' keys."""
+    """What a row choice reaching ``tables`` (empty: not known) decides, judged against those tables' keys:
+    against each table's own when it reaches several (the gravest of those judgements)."""
+    if len(tables) > 1:
+        return min((_row_target(keys, frozenset({t}), effect, src, keyless) for t in sorted(tables)),
+                   key=lambda e: e[0])
     # a row choice ranks just after a direct reach of the same target: the direct one explains more
     table = _one(tables)
     judged = keys.of_tables(tables, keyless)

@@ -67,7 +67,8 @@ class Collector:
         self.ddl_keys: list[tuple[str, str, str]] = []
         self.joins: list[tuple[ast.Call, Scope]] = []
         self.tables_written: set[str] = set()
-        self.sql_writes: list[tuple[ast.Call, str, bool]] = []
+        self.sql_writes: list[tuple[ast.Call, str, bool, tuple[str, ...]]] = []
+        self.sql_views: list[tuple[ast.Call, str, tuple[str, ...]]] = []
         self.pipeline_flows: list[tuple[ast.Call, str | None, str | None]] = []  # (call, target, source)
         self.sql_udfs: dict[str, tuple[ast.AST, Scope]] = {}
         self.seeded: set[str] = set()
@@ -124,6 +125,7 @@ class Collector:
             joins=tuple(self.joins),
             tables_written=frozenset(self.tables_written),
             sql_writes=tuple(self.sql_writes),
+            sql_views=tuple(self.sql_views),
             pipeline_flows=tuple(self.pipeline_flows),
             sql_udfs=MappingProxyType(dict(self.sql_udfs)),
             seeded=frozenset(self.seeded),

@@ -189,7 +189,9 @@ def _sql_statements(col: Collector, text: PosText, scope: Scope, call: ast.Call)
         col.declare(k, "merge key", scope, table=merged.pop() if len(merged) == 1 else None)
     for s in result.statements:
         if s.table:
-            col.sql_writes.append((call, s.table, s.kind != "merge"))
+            col.sql_writes.append((call, s.table, s.kind != "merge", s.reads))
+    for view, reads in result.views:
+        col.sql_views.append((call, view, reads))
     for c in result.sequence_cols:
         col.declare(c, "sequence column", scope, sequence=True)
     for column, table, what in result.ddl_keys:

@@ -133,8 +133,12 @@ class Facts:
     ddl_keys: tuple[tuple[str, str, str, Scope | None], ...]  # (column, table, label, scope)
     joins: tuple[tuple[ast.Call, Scope], ...]
     tables_written: frozenset[str]
-    # (the spark.sql call, the table one of its statements writes, written without a key: INSERT, not MERGE)
-    sql_writes: tuple[tuple[ast.Call, str, bool], ...]
+    # (the spark.sql call, the table one of its statements writes, written without a key: INSERT, not MERGE,
+    # the tables and views that statement reads)
+    sql_writes: tuple[tuple[ast.Call, str, bool, tuple[str, ...]], ...]
+    # the views its SQL text defines: (the spark.sql call, the view's name in lower case, the tables and views
+    # the view's query reads)
+    sql_views: tuple[tuple[ast.Call, str, tuple[str, ...]], ...]
     # a declarative pipeline's CDC flows: (the call, its target table, its source view or table by name)
     pipeline_flows: tuple[tuple[ast.Call, str | None, str | None], ...]
     sql_udfs: MappingProxyType  # lower-case SQL name -> (the registered function, its scope)

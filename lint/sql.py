@@ -37,6 +37,7 @@ class SqlWrite:
     start: int
     end: int
     append: bool = False
+    reads: tuple[str, ...] = ()  # the tables and views it reads (lower case): MERGE's USING, INSERT's query
 
 
 @struct(frozen=True)
@@ -68,6 +69,8 @@ class SqlResult:
     tables_written: list[str] = field(default_factory=list)  # INSERT INTO / MERGE INTO / CREATE ... AS
     sequence_cols: list[str] = field(default_factory=list)  # WHEN MATCHED AND s.v > t.v: newer-wins columns
     statements: list[SqlWrite] = field(default_factory=list)  # INSERT and MERGE statements
+    # CREATE VIEW v AS SELECT ...: (v, the tables and views its query reads), lower case
+    views: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     merge_updates: list[MergeUpdate] = field(default_factory=list)
 
 
@@ -103,6 +106,15 @@ def _table_name(node) -> str | None:
     if table is None:
         return None
     return ".".join(p for p in (table.args.get("db") and table.db, table.name) if p) or None
+
+
+def _reads(node) -> tuple[str, ...]:
+    """The tables and views a statement's part reads (lower case, as written: ``db.t`` or ``v``)."""
+    exp = exp_module()
+    if node is None:
+        return ()
+    found = (_table_name(t) for t in node.find_all(exp.Table))
+    return tuple(dict.fromkeys(n.lower() for n in found if n))
 
 
 def _ddl(create, result: SqlResult) -> None:
@@ -226,7 +238,7 @@ def analyze_statements(text: str) -> SqlResult:
             if name:
                 result.tables_written.append(name)
             start, end = pos.locate(tree, "merge")
-            result.statements.append(SqlWrite("merge", name, start, end))
+            result.statements.append(SqlWrite("merge", name, start, end, reads=_reads(tree.args.get("using"))))
             _merge(tree, pos, result)
             continue
         if isinstance(tree, exp.Create):
@@ -235,13 +247,15 @@ def analyze_statements(text: str) -> SqlResult:
                 name = _table_name(tree.this)
                 if name:
                     result.tables_written.append(name)
+                    if str(tree.args.get("kind") or "").upper() == "VIEW":
+                        result.views.append((name.lower(), _reads(tree.expression)))
         if isinstance(tree, exp.Insert):
             name = _table_name(tree.this)
             if name:
                 result.tables_written.append(name)
             start, end = pos.locate(tree, "insert")
             append = not tree.args.get("overwrite") and tree.args.get("where") is None
-            result.statements.append(SqlWrite("insert", name, start, end, append))
+            result.statements.append(SqlWrite("insert", name, start, end, append, _reads(tree.expression)))
         # the outermost SELECTs produce the output columns; inner ones only decide rows / feed columns
         top = tree.find(exp.Select)
         for sel in tree.find_all(exp.Select):

@@ -31,6 +31,9 @@ _KEYLESS_WRITES = {
     "toTable": ("tableName",),
     "save": ("path",),
 }
+# DataFrame methods that register it as a view by name (the name's position 0, or this keyword)
+_TEMP_VIEWS = frozenset({"createOrReplaceTempView", "createTempView", "createGlobalTempView",
+                         "createOrReplaceGlobalTempView"})
 _BUDGET = 5_000  # nodes one backward walk visits at most
 _REPLACING = frozenset({"drop", "withColumn", "withColumns"})  # calls that remove (or replace) columns
 _LOOKUP = frozenset({"\0lookup"})  # carried with the dropped columns: below the looked-up side of an outer join
@@ -99,20 +102,25 @@ class Targets:
                 self._follow(source, where, table or _UNNAMED)
             if table is not None:  # the sink's own choices (delete_when) decide its table's rows
                 self._flows.setdefault(id(call), set()).add(table)
-        for call, table, keyless in facts.sql_writes:  # spark.sql("INSERT INTO t SELECT ..."), MERGE INTO
-            self._flows.setdefault(id(call), set()).add(table)
-            if keyless:
-                self.keyless.add(table)
         self._pipelines(facts)
         if model.dbt_model and "model" in model.module.funcs:  # dbt writes what ``model`` returns
             fscope = model.module.funcs["model"][1]
             table = Path(values.origin).stem if values.origin else "model"
             for returned in fscope.returns:
                 self._follow(returned, fscope, table)
+        # a view by name: the spark.sql calls defining it (with what they read) and DataFrames registered as it
+        views: dict[str, list[tuple[ast.Call, tuple[str, ...]]]] = {}
+        frames: dict[str, list[tuple[ast.AST, Scope]]] = {}
+        for call, view, reads in facts.sql_views:
+            views.setdefault(view, []).append((call, reads))
         for call, scope in model.calls:
             func = call.func
             written: ast.AST | None = None
-            if type(func) is ast.Attribute and func.attr in _KEYLESS_WRITES:
+            if type(func) is ast.Attribute and func.attr in _TEMP_VIEWS:  # df.createOrReplaceTempView("v")
+                view = _name(values, call.args[0] if call.args else model.kwarg(call, "name"), scope)
+                if view is not None:
+                    frames.setdefault(view.lower(), []).append((func.value, scope))
+            elif type(func) is ast.Attribute and func.attr in _KEYLESS_WRITES:
                 written = chains.writer_source(func.value)
                 arg = call.args[0] if call.args else model.kwarg(call, *_KEYLESS_WRITES[func.attr])
             elif called_name(func) == "write_deltalake":  # delta-rs: write_deltalake(table_or_uri, data, ...)
@@ -123,6 +131,27 @@ class Targets:
                 if table is not None:
                     self.keyless.add(table)
                 self._follow(written, scope, table or _UNNAMED)
+        for call, table, keyless, reads in facts.sql_writes:  # spark.sql("INSERT INTO t SELECT ..."), MERGE INTO
+            self._flows.setdefault(id(call), set()).add(table)
+            if keyless:
+                self.keyless.add(table)
+            self._views_read(reads, table, views, frames, set())
+
+    def _views_read(
+        self, reads: tuple[str, ...], table: str, views: dict[str, list[tuple[ast.Call, tuple[str, ...]]]],
+        frames: dict[str, list[tuple[ast.AST, Scope]]], seen: set[str],
+    ) -> None:
+        """A SQL statement writing ``table`` reads these views: what defines them (a CREATE VIEW's spark.sql
+        call, and the views it reads in turn; a DataFrame registered as the view) flows into ``table``."""
+        for name in reads:
+            if name in seen:
+                continue
+            seen.add(name)
+            for call, inner in views.get(name, ()):
+                self._flows.setdefault(id(call), set()).add(table)
+                self._views_read(inner, table, views, frames, seen)
+            for frame, scope in frames.get(name, ()):
+                self._follow(frame, scope, table)
 
     def _pipelines(self, facts: Facts) -> None:
         """A declarative pipeline's tables: what a ``@dlt.table`` / ``@dp.materialized_view`` function returns

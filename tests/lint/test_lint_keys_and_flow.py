@@ -957,3 +957,54 @@ def test_a_dbt_model_writes_what_it_returns_into_the_model_s_table() -> None:
         ("ND001", "warning", "column", "loaded_at"),
     ]
     assert "table `fct_shipments`" in findings[1].message
+
+
+def test_a_row_choice_reaching_two_tables_is_judged_against_each_tables_own_keys() -> None:
+    # Numbered per silver.orders' key, the choice only picks which row of each order survives there (a
+    # warning); gold.daily groups the chosen rows by customer_id, so which customers are written can change
+    # (an error naming gold.daily's key). The union of both tables' keys named order_id and silver.orders.
+    code = """
+    from pyspark.sql import functions as F, Window
+    from delta.tables import DeltaTable
+    w = Window.partitionBy("order_id").orderBy(F.col("updated_at").desc())
+    latest = spark.table("bronze.orders").withColumn("rn", F.row_number().over(w)).filter("rn = 1").drop("rn")
+    (DeltaTable.forName(spark, "silver.orders").alias("t").merge(latest.alias("s"), "t.order_id = s.order_id")
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    daily = latest.groupBy("customer_id").agg(F.count("*").alias("n"))
+    (DeltaTable.forName(spark, "gold.daily").alias("t").merge(daily.alias("s"), "t.customer_id = s.customer_id")
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    """
+    findings = lint_code(code, key_patterns=())
+    assert [(f.rule, f.line, f.severity, f.column_name) for f in findings] == [("ND006", 5, "error", "customer_id")]
+    assert "into table `gold.daily`" in findings[0].message
+
+
+def test_a_view_is_judged_against_the_keys_of_the_tables_whose_sql_reads_it() -> None:
+    # A view (CREATE VIEW in SQL text, or a DataFrame registered as one) reaches the tables of the SQL
+    # statements that read it, not every table of the module: numbered per silver.orders' key, its row
+    # choice is a warning there, though another MERGE of the file writes gold.customers by customer_id.
+    sql_view = '''
+    spark.sql("""CREATE OR REPLACE TEMP VIEW order_updates AS SELECT * FROM bronze.orders
+    QUALIFY ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY updated_at DESC) = 1""")
+    spark.sql("""MERGE INTO silver.orders AS t USING order_updates AS s ON t.order_id = s.order_id
+    WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *""")
+    spark.sql("""MERGE INTO gold.customers AS t USING bronze.customers AS s ON t.customer_id = s.customer_id
+    WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *""")
+    '''
+    findings = lint_code(sql_view, key_patterns=())
+    assert [(f.rule, f.line, f.severity, f.column_name) for f in findings] == [("ND006", 3, "warning", "*")]
+    assert "into table `silver.orders`" in findings[0].message
+    frame_view = """
+    from pyspark.sql import functions as F, Window
+    w = Window.partitionBy("order_id").orderBy(F.col("updated_at").desc())
+    latest = spark.table("bronze.orders").withColumn("rn", F.row_number().over(w)).filter("rn = 1").drop("rn")
+    latest.createOrReplaceTempView("order_updates")
+    spark.sql("MERGE INTO {0} AS t USING order_updates AS s ON t.{1} = s.{1} WHEN MATCHED THEN UPDATE SET *")
+    spark.sql("MERGE INTO {2} AS t USING bronze.x AS s ON t.{3} = s.{3} WHEN MATCHED THEN UPDATE SET *")
+    """
+    warned = lint_code(frame_view.format("silver.orders", "order_id", "gold.customers", "customer_id"), key_patterns=())
+    assert [(f.rule, f.line, f.severity, f.column_name) for f in warned] == [("ND006", 4, "warning", "*")]
+    # the same view merged into the table keyed by customer_id: which customers are written can change
+    erred = lint_code(frame_view.format("gold.customers", "customer_id", "silver.orders", "order_id"), key_patterns=())
+    assert [(f.rule, f.line, f.severity, f.column_name) for f in erred] == [("ND006", 4, "error", "customer_id")]
+    assert "into table `gold.customers`" in erred[0].message
