@@ -242,15 +242,21 @@ class Collector:
                 self.ext_keys.append((k, scope, None))
         for s in history:
             self.declare(s, "sequence column", scope, sequence=True, history=True)
-        if "key_args" in entry:  # upsert(df, "silver.orders", ["order_no"]): the keys and table given here
-            table = None
+        if "key_args" in entry or "cond_arg" in entry:  # upsert(df, "silver.orders", ["order_no"]): the keys
+            table = None  # and table given here
             for position, name in entry.get("table_arg", ()):
                 names = self.values.const_strings(given_argument(call, position, name), scope)
                 table = names[0] if names and len(names) == 1 else table
-            for position, name in entry["key_args"]:  # a key, or a list of them: each name given is one
+            for position, name in entry.get("key_args", ()):  # a key, or a list of them: each name given is one
                 for k in self.values.const_strings(given_argument(call, position, name), scope) or ():
                     if _COLUMN_NAME.fullmatch(k):
                         self.ext_keys.append((k, scope, table))
+            for position, name in entry.get("cond_arg", ()):  # the MERGE's condition, given whole
+                arg = given_argument(call, position, name)
+                text = self.values.str_value(arg, scope) if arg is not None else None
+                for k in sqlmod.condition_keys(text.text) if text is not None else ():
+                    if _COLUMN_NAME.fullmatch(strip_qualifier(k)) and "__ph" not in k:  # not an unknown value
+                        self.ext_keys.append((strip_qualifier(k), scope, table))
 
     def _condition_effect(self, cond: ast.AST, scope: Scope, kind: str = "merge") -> None:
         """A condition that decides rows: ``merge`` (which keys are inserted, deleted, matched) or ``update``

@@ -192,8 +192,8 @@ def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope
     """For the files that call this module's top-level function ``fscope``: which of its parameters give
     the keys and the table of a MERGE or an ``UpsertSink`` inside it (``def upsert(df, table, keys)``).
     Each parameter is bound to a stand-in text (then to a list of one) and the keys and table found are
-    read back: ``{"key_args": [[position, name]], "table_arg": [[position, name]]}``, empty when no
-    parameter gives them."""
+    read back: ``{"key_args": [[position, name]], "table_arg": [[position, name]], "cond_arg": [[position,
+    name]]}`` (``cond_arg``: a parameter that is a MERGE's whole condition), empty when no parameter gives them."""
     node = fscope.node
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not values.may_call(fscope):
         return {}
@@ -204,6 +204,7 @@ def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope
         return {}
     key_args: set[int] = set()
     table_args: set[int] = set()
+    cond_args: set[int] = set()  # a parameter that is a MERGE's whole condition
     for form in ("str", "list"):
         bound: dict[str, tuple[ast.AST, Scope]] = {}
         for i, p in enumerate(params):
@@ -213,6 +214,12 @@ def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope
         with values.at_call(fscope, bound):
             found = [_merge_keys(model, values, c, cond, sc) for c, cond, sc in merges]
             found += [_sink_keys(model, values, c, sc)[:2] for c, sc in sinks]
+            if form == "str":
+                for _c, cond, sc in merges:
+                    text = values.str_value(cond, sc)
+                    i_text = text.text[len(_MARK) :] if text is not None and text.text.startswith(_MARK) else ""
+                    if i_text.isdigit() and int(i_text) < len(params):
+                        cond_args.add(int(i_text))
         for table, cols in found:
             if form == "str" and table is not None and table.startswith(_MARK) and table[len(_MARK) :].isdigit():
                 table_args.add(int(table[len(_MARK) :]))
@@ -225,6 +232,8 @@ def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope
         out["key_args"] = [[i, params[i]] for i in sorted(key_args)]
     if table_args:
         out["table_arg"] = [[i, params[i]] for i in sorted(table_args)]
+    if cond_args:
+        out["cond_arg"] = [[i, params[i]] for i in sorted(cond_args)]
     return out
 
 

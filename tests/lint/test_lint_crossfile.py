@@ -250,3 +250,33 @@ def test_keys_and_table_given_to_another_files_helper_are_keys_of_that_table(tmp
     msgs = {f.column_name: f.message for f in result.findings if f.path.endswith("job.py")}
     assert "(table `silver.orders`)" in msgs["order_no"]
     assert "(table `/lake/events`)" in msgs["event_ref"]
+
+
+def test_a_merge_condition_given_whole_to_another_files_helper_declares_that_tables_keys(
+    tmp_path: Path, monkeypatch
+) -> None:
+    common = tmp_path / "common"
+    common.mkdir()
+    (common / "__init__.py").write_text("")
+    (common / "merge.py").write_text(
+        "from delta.tables import DeltaTable\n\n\n"
+        "def merge_into(spark, df, table, condition):\n"
+        "    (DeltaTable.forName(spark, table).alias('t').merge(df.alias('s'), condition)\n"
+        "        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())\n"
+    )
+    (tmp_path / "job.py").write_text(
+        "from pyspark.sql import functions as F\n"
+        "from common.merge import merge_into\n"
+        "orders = spark.table('raw.orders').withColumn('order_no', F.expr('uuid()'))\n"
+        "merge_into(spark, orders, 'silver.orders', 't.order_no = s.order_no AND t.line = s.line')\n"
+        "notes = spark.table('raw.b').withColumn('note', F.current_timestamp())\n"
+        "merge_into(spark, notes, condition='t.id = s.id', table='gold.notes')\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    result = lint_paths([tmp_path], settings_for(tmp_path), use_cache=False)
+    assert [x[2:] for x in by_file(result, "job.py")] == [
+        ("ND003", "error", "key", "order_no"),  # a key of silver.orders, by the condition given here
+        ("ND001", "warning", "column", "note"),  # gold.notes is keyed by id
+    ]
+    msgs = {f.column_name: f.message for f in result.findings if f.path.endswith("job.py")}
+    assert "(table `silver.orders`)" in msgs["order_no"]
