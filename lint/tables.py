@@ -31,7 +31,7 @@ _KEYLESS_WRITES = {
     "toTable": ("tableName",),
     "save": ("path",),
 }
-# DataFrame methods that register it as a view by name (the name's position 0, or this keyword)
+# DataFrame methods that register it as a view by name (the name: their first argument, or `name=`)
 _TEMP_VIEWS = frozenset({"createOrReplaceTempView", "createTempView", "createGlobalTempView",
                          "createOrReplaceGlobalTempView"})
 _BUDGET = 5_000  # nodes one backward walk visits at most
