@@ -21,6 +21,7 @@ SPECIAL = frozenset(
         ast.ImportFrom,
         ast.For,
         ast.AsyncFor,
+        ast.While,
         ast.comprehension,
         ast.With,
         ast.AsyncWith,

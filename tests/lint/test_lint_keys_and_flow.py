@@ -601,6 +601,17 @@ def test_bindings_in_branches_and_loops_still_reach_the_write() -> None:
         out = spark.table("raw.e").withColumn("ts", F.current_timestamp())
     """
     assert [c for *_, c in _reach(loop)] == ["ts"]
+    # a ``while`` loop too: it was not recorded as a loop, so a value bound later in the loop was lost
+    for head in ("for day in days:", "while pending():"):
+        rebound_later = f"""
+        import uuid
+        from pyspark.sql import functions as F
+        run_id = "first"
+        {head}
+            spark.table("raw.e").withColumn("run_id", F.lit(run_id)).write.saveAsTable("t")
+            run_id = str(uuid.uuid4())
+        """
+        assert [(r, c) for r, *_, c in _reach(rebound_later)] == [("ND003", "run_id")], head
     later_function = """
     from pyspark.sql import functions as F
     out = spark.table("raw.e")
