@@ -10,7 +10,8 @@
 # fails (UPSERTSINK_TESTS_SIDE=1). The background run's output is printed when both are done; the command
 # fails if either fails. With arguments (`make test` passes none; `bash scripts/test.sh tests/x`) one pytest
 # process runs them. Tests marked `long` (two short Spark stress runs whose long versions `make stress` runs)
-# are left out of the no-argument run: `make test-long` runs them.
+# are left out of the no-argument run: `make test-long` runs them. Both processes print their 25 slowest
+# tests (`--durations`), so a CI run that nears its limit says where its time went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -23,11 +24,12 @@ else
     side_log="$(mktemp "${TMPDIR:-/tmp}/upsertsink-tests-side.XXXXXX")"
     trap 'rm -f "$side_log"' EXIT
     start=$SECONDS
-    UPSERTSINK_TESTS_SIDE=1 .venv/bin/python -m pytest -q -p no:cacheprovider -m "not session and not long" \
+    UPSERTSINK_TESTS_SIDE=1 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 \
+        -m "not session and not long" \
         >"$side_log" 2>&1 &
     side=$!
     main_rc=0
-    .venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/lint --ignore=tests/cluster \
+    .venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 --ignore=tests/lint --ignore=tests/cluster \
         -m "session and not long" \
         || main_rc=$?
     side_rc=0
