@@ -400,30 +400,39 @@ class Values:
             return self.const_strings(node.args[0], scope)
         return None
 
-    def dict_item(self, node: ast.Subscript, scope: Scope) -> tuple[ast.AST, Scope] | None:
+    def dict_item(self, node: ast.Subscript, scope: Scope, depth: int = 0) -> tuple[ast.AST, Scope] | None:
         """The value ``CFG["keys"]`` reads from a config dict: a dict literal, or a name or ``self`` attribute
-        bound once to one, indexed by a constant string; None when unknown."""
+        bound once to one, indexed by a constant string or integer; nested entries (``CFG["orders"]["keys"]``,
+        ``CFG["jobs"][0]``) at any depth, an integer also indexing a list or tuple literal; None when unknown."""
         sl = node.slice
-        if type(sl) is not ast.Constant or not isinstance(sl.value, str):
+        if type(sl) is not ast.Constant or type(sl.value) not in (str, int) or depth > 20:
             return None
         base, where = node.value, scope
-        if type(base) is ast.Name:
-            bound = self._single(base, scope)
+        for _ in range(20):  # a name, ``self`` attribute or entry bound to one (JOB = CFG["jobs"][0])
+            if type(base) is ast.Subscript:
+                bound = self.dict_item(base, where, depth + 1)
+            elif type(base) is ast.Name:
+                bound = self._single(base, where)
+            elif type(base) is ast.Attribute:
+                attrs = self.model.attr_values(base, where)
+                bound = attrs[0] if attrs is not None and len(attrs) == 1 else None
+            else:
+                break
             if bound is None:
                 return None
             base, where = bound
-        elif type(base) is ast.Attribute:
-            attrs = self.model.attr_values(base, scope)
-            if attrs is None or len(attrs) != 1:
+        if type(base) in (ast.List, ast.Tuple) and type(sl.value) is int:
+            items = base.elts
+            if any(type(e) is ast.Starred for e in items) or not -len(items) <= sl.value < len(items):
                 return None
-            base, where = attrs[0]
+            return items[sl.value], where
         if type(base) is not ast.Dict:
             return None
         found = None
         for k, v in zip(base.keys, base.values, strict=False):
             if k is None:
                 return None  # {**other, ...}: the key may come from elsewhere
-            if type(k) is ast.Constant and k.value == sl.value:
+            if type(k) is ast.Constant and type(k.value) is type(sl.value) and k.value == sl.value:
                 found = v  # the last one wins, as in Python
         return (found, where) if found is not None else None
 
