@@ -74,6 +74,13 @@ class SqlResult:
     merge_updates: list[MergeUpdate] = field(default_factory=list)
 
 
+def _star(node) -> Any:
+    """The star of a projection item (``*``, ``t.*``), or None."""
+    exp = exp_module()
+    inner = node.this if isinstance(node, exp.Column) else node
+    return inner if isinstance(inner, exp.Star) else None
+
+
 def _output_name(node) -> str:
     exp = exp_module()
     if isinstance(node, exp.Alias):
@@ -149,7 +156,9 @@ def _select(sel, pos: Positions, result: SqlResult) -> None:
         if join.args.get("on") is not None:
             result.rows.append(("filter", part_of(join.args["on"], pos)))
     limit = sel.args.get("limit")
-    if limit is not None and sel.args.get("order") is None:
+    if limit is not None and sel.args.get("order") is not None:  # ORDER BY rand() LIMIT n: a random sample
+        result.rows.append(("limit", part_of(sel.args["order"], pos)))
+    elif limit is not None:
         start, end = pos.locate(limit, "limit")
         result.rows.append(("limit", SqlPart(sites=[SqlSite(SQL_CLAUSES["limit"], "LIMIT", start, end)])))
     for sample in sel.find_all(exp.TableSample):
@@ -168,8 +177,7 @@ def _merge(merge, pos: Positions, result: SqlResult) -> None:
         names.append(str(target.name))
     on = merge.args.get("on")
     result.merge_keys.extend(_eq_columns(on))
-    for sel in merge.find_all(exp.Select):  # USING (SELECT ...): its columns feed the merge
-        _select(sel, pos, result)
+    _query(merge, pos, result)  # USING (SELECT ...): its columns feed the merge
     result.rows.append(("merge", part_of(on, pos)))
     whens = merge.args.get("whens")
     for when in whens.expressions if whens is not None else []:
@@ -256,19 +264,55 @@ def analyze_statements(text: str) -> SqlResult:
             start, end = pos.locate(tree, "insert")
             append = not tree.args.get("overwrite") and tree.args.get("where") is None
             result.statements.append(SqlWrite("insert", name, start, end, append, _reads(tree.expression)))
-        # the outermost SELECTs produce the output columns; inner ones only decide rows / feed columns
-        top = tree.find(exp.Select)
-        for sel in tree.find_all(exp.Select):
-            if sel is top or (isinstance(sel.parent, exp.Union) and sel.parent.find(exp.Select) is not None):
-                _select(sel, pos, result)
-            else:
-                inner = SqlResult(ok=True)
-                _select(sel, pos, inner)
-                result.rows.extend(inner.rows)
-                # a subquery's sites feed the outer query's columns: keep them as row-neutral outputs
-                for name, part in inner.outputs:
-                    result.outputs.append((name, part))
+        _query(tree, pos, result)
     return result
+
+
+def _query(tree, pos: Positions, result: SqlResult) -> None:
+    """The SELECTs in ``tree``. The outermost ones produce the output columns; inner ones decide rows and feed
+    the outer columns. An inner column the outer projection does not carry (not selected by name, nor by a
+    star: ``SELECT a FROM (SELECT a, row_number() ... AS rn ...) WHERE rn = 1``) is not written: what it
+    holds goes to the parts that read it (the filter)."""
+    exp = exp_module()
+    outer, inner = SqlResult(ok=True), SqlResult(ok=True)
+    names: set[str] = set()
+    stars: list[set[str]] = []  # per outer star: the columns it leaves out
+    for sel in tree.find_all(exp.Select):
+        if sel.find_ancestor(exp.Select) is None:
+            _select(sel, pos, outer)
+            for item in sel.expressions:
+                star = _star(item)
+                if star is not None:
+                    stars.append(set())
+                else:
+                    names.add(_output_name(item).lower())
+        else:
+            _select(sel, pos, inner)
+    hidden: dict[str, list[SqlPart]] = {}
+    for name, part in inner.outputs:
+        low = name.lower()
+        if low in names or any(low not in left for left in stars):
+            outer.outputs.append((name, part))
+        else:
+            hidden.setdefault(low, []).append(part)
+    result.outputs.extend((name, _fold(part, hidden)) for name, part in outer.outputs)
+    result.rows.extend((kind, _fold(part, hidden)) for kind, part in outer.rows + inner.rows)
+
+
+def _fold(part: SqlPart, hidden: dict[str, list[SqlPart]], seen: frozenset[str] = frozenset()) -> SqlPart:
+    """``part`` with its reads of columns that are not written replaced by what those columns hold."""
+    read = {r for r in part.refs if r.lower() in hidden and r.lower() not in seen}
+    if not read:
+        return part
+    out = SqlPart(list(part.sites), part.refs - read, set(part.holes), set(part.calls))
+    for ref in read:
+        for held in hidden[ref.lower()]:
+            held = _fold(held, hidden, seen | {r.lower() for r in read})
+            out.sites.extend(s for s in held.sites if s not in out.sites)
+            out.refs |= {r for r in held.refs if r.lower() not in hidden}
+            out.holes |= held.holes
+            out.calls |= held.calls
+    return out
 
 
 @lru_cache(maxsize=4096)
