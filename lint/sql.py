@@ -75,14 +75,23 @@ class SqlResult:
 
 
 def _star(node) -> Any:
-    """The star of a projection item (``*``, ``t.*``), or None."""
+    """The star of a projection item (``*``, ``t.*``, ``* EXCEPT (rn)``), or None."""
     exp = exp_module()
     inner = node.this if isinstance(node, exp.Column) else node
     return inner if isinstance(inner, exp.Star) else None
 
 
+def _left_out(star) -> set[str]:
+    """The columns ``* EXCEPT (a, b)`` leaves out (lower case)."""
+    exp = exp_module()
+    listed = star.args.get("except_") or star.args.get("except") or []
+    return {column_name(c).lower() for c in listed if isinstance(c, exp.Column)}
+
+
 def _output_name(node) -> str:
     exp = exp_module()
+    if _star(node) is not None:
+        return "*"
     if isinstance(node, exp.Alias):
         return str(node.alias)
     if isinstance(node, exp.Column):
@@ -148,7 +157,11 @@ def _ddl(create, result: SqlResult) -> None:
 def _select(sel, pos: Positions, result: SqlResult) -> None:
     exp = exp_module()
     for item in sel.expressions:
-        result.outputs.append((_output_name(item), part_of(item, pos)))
+        part, star = part_of(item, pos), _star(item)
+        if star is not None:  # a star's EXCEPT list names the columns it leaves out, not ones it reads
+            left = _left_out(star)
+            part.refs = {r for r in part.refs if r.lower() not in left}
+        result.outputs.append((_output_name(item), part))
     for key in ("where", "having", "qualify"):
         if sel.args.get(key) is not None:
             result.rows.append(("filter", part_of(sel.args[key], pos)))
@@ -271,8 +284,8 @@ def analyze_statements(text: str) -> SqlResult:
 def _query(tree, pos: Positions, result: SqlResult) -> None:
     """The SELECTs in ``tree``. The outermost ones produce the output columns; inner ones decide rows and feed
     the outer columns. An inner column the outer projection does not carry (not selected by name, nor by a
-    star: ``SELECT a FROM (SELECT a, row_number() ... AS rn ...) WHERE rn = 1``) is not written: what it
-    holds goes to the parts that read it (the filter)."""
+    star that keeps it: ``SELECT a FROM (SELECT a, row_number() ... AS rn ...) WHERE rn = 1``,
+    ``SELECT * EXCEPT (rn)``) is not written: what it holds goes to the parts that read it (the filter)."""
     exp = exp_module()
     outer, inner = SqlResult(ok=True), SqlResult(ok=True)
     names: set[str] = set()
@@ -283,7 +296,7 @@ def _query(tree, pos: Positions, result: SqlResult) -> None:
             for item in sel.expressions:
                 star = _star(item)
                 if star is not None:
-                    stars.append(set())
+                    stars.append(_left_out(star))
                 else:
                     names.add(_output_name(item).lower())
         else:

@@ -1,6 +1,6 @@
 """Columns a query's outer projection leaves out are not written: a numbering kept only to choose rows
-(``SELECT a, b FROM (SELECT *, row_number() OVER (...) AS rn ...) WHERE rn = 1``) decides which rows are
-written, as ``.drop("rn")`` does."""
+(``SELECT a, b FROM (SELECT *, row_number() OVER (...) AS rn ...) WHERE rn = 1``, ``SELECT * EXCEPT (rn)``)
+decides which rows are written, as ``.drop("rn")`` does."""
 
 from __future__ import annotations
 
@@ -53,6 +53,35 @@ def test_a_value_read_by_an_outer_expression_reaches_that_expression() -> None:
     """)
     '''
     assert _got(code) == [("ND002", 4, "warning", "column", "y")]
+
+
+def test_star_except_leaves_the_listed_columns_out() -> None:
+    # before: a column named `* EXCEPT (rn)`
+    code = '''
+    from delta.tables import DeltaTable
+    latest = spark.sql("""
+    SELECT * EXCEPT (rn)
+    FROM (
+      SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY event_ts DESC) AS rn
+      FROM bronze.events
+    ) WHERE rn = 1
+    """)
+    (DeltaTable.forName(spark, "silver.last_event").alias("t")
+        .merge(latest.alias("s"), "t.user_id = s.user_id")
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    '''
+    [finding] = lint_code(code, key_patterns=())
+    assert (finding.rule, finding.line, finding.severity, finding.target, finding.column_name) == (
+        "ND006",
+        6,
+        "warning",
+        "column",
+        "*",
+    )
+    assert "decides which rows are written (all columns) into table `silver.last_event`" in finding.message
+    # a star that leaves out other columns still writes rn
+    kept = code.replace("EXCEPT (rn)", "EXCEPT (event_ts)")
+    assert [(f.line, f.column_name) for f in lint_code(kept, key_patterns=())] == [(6, "rn")]
 
 
 def test_an_ordering_before_a_sql_limit_decides_rows() -> None:
