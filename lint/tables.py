@@ -35,7 +35,8 @@ _KEYLESS_WRITES = {
 _TEMP_VIEWS = frozenset({"createOrReplaceTempView", "createTempView", "createGlobalTempView",
                          "createOrReplaceGlobalTempView"})
 _BUDGET = 5_000  # nodes one backward walk visits at most
-_REPLACING = frozenset({"drop", "withColumn", "withColumns"})  # calls that remove (or replace) columns
+# calls that remove (or replace) columns: select keeps only the columns it names
+_REPLACING = frozenset({"drop", "withColumn", "withColumns", "select"})
 _LOOKUP = frozenset({"\0lookup"})  # carried with the dropped columns: below the looked-up side of an outer join
 # A table whose name is not known (``DeltaTable.forName(spark, table)`` with ``table`` read from a conf): it is
 # followed for the columns dropped on the way to it, never named (tables_of leaves it out)
@@ -84,6 +85,7 @@ class Targets:
         # (id(DataFrame call), table) -> the columns (normalized) dropped on every path from it to the table
         self._dropped: dict[tuple[int, str], frozenset[str]] = {}
         self._values = values
+        self._columns = frozenset(facts.by_column)  # every column the module writes (normalized)
         self.keyless: set[str] = set()  # tables written by a writer that takes no key (saveAsTable...)
         for call, _cond, scope in facts.merges:
             table = merge_target(model, values, call, scope)
@@ -223,6 +225,8 @@ class Targets:
         ``withColumn("c", v)`` / ``withColumns({"c": v})`` replace the column ``c`` the DataFrame below
         them held: its earlier value is not written either."""
         model = self.model
+        if call.func.attr == "select":  # type: ignore[attr-defined]
+            return self._selected_out(call, scope)
         if call.func.attr == "withColumn":  # type: ignore[attr-defined]
             names = self._values.const_strings(call.args[0], scope) if call.args else None
             return frozenset(norm(n) for n in names or ())
@@ -244,6 +248,19 @@ class Targets:
             # "rn", ["a", "b"], F.col("rn"), df.rn, a constant: an unknown expression names nothing
             out.update(norm(n) for n in self._values.col_names(arg, scope) if not n.startswith("<"))
         return frozenset(out)
+
+    def _selected_out(self, call: ast.Call, scope: Scope) -> frozenset[str]:
+        """The columns ``df.select("a", F.col("b"))`` leaves out: every column the module writes but those
+        named, when each argument names plain columns (none for a star, an expression or an unknown name)."""
+        if call.keywords or not call.args:
+            return frozenset()
+        kept: set[str] = set()
+        for arg in call.args:
+            names = self._values.col_names(arg, scope)
+            if any(n.startswith("<") or "*" in n or "." in n for n in names):
+                return frozenset()
+            kept.update(norm(n) for n in names)
+        return self._columns - kept
 
     def _sink_sources(self, sink: ast.Call) -> list[tuple[ast.AST, Scope]]:
         """The DataFrames given to the sink's ``write(df, ...)``: on the sink itself or a name bound to it."""

@@ -1,6 +1,6 @@
 """Columns a query's outer projection leaves out are not written: a numbering kept only to choose rows
-(``SELECT a, b FROM (SELECT *, row_number() OVER (...) AS rn ...) WHERE rn = 1``, ``SELECT * EXCEPT (rn)``)
-decides which rows are written, as ``.drop("rn")`` does."""
+(``SELECT a, b FROM (SELECT *, row_number() OVER (...) AS rn ...) WHERE rn = 1``, ``SELECT * EXCEPT (rn)``,
+``.filter("rn = 1").select("a", "b")``) decides which rows are written, as ``.drop("rn")`` does."""
 
 from __future__ import annotations
 
@@ -97,3 +97,23 @@ def test_an_ordering_before_a_sql_limit_decides_rows() -> None:
         ("ND002", 4, "warning", "*"),
     ]
     assert all("decides which rows are written (all columns)" in f.message for f in findings)
+
+
+_SELECTED = """
+from delta.tables import DeltaTable
+from pyspark.sql import Window, functions as F
+w = Window.partitionBy("user_id").orderBy(F.col("event_ts").desc())
+latest = spark.table("bronze.events").withColumn("rn", F.row_number().over(w)).filter("rn = 1").select({})
+(DeltaTable.forName(spark, "silver.last_event").alias("t")
+    .merge(latest.alias("s"), "t.user_id = s.user_id")
+    .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+"""
+
+
+def test_a_select_that_leaves_the_numbering_out_drops_it() -> None:
+    # .filter("rn = 1").select("user_id", "event_ts") writes no rn, as .drop("rn") does; it reached column rn
+    for selected in ('"user_id", "event_ts"', '["user_id", "event_ts"]', 'F.col("user_id"), "event_ts"'):
+        assert _got(_SELECTED.format(selected)) == [("ND006", 5, "warning", "column", "*")], selected
+    # a select that keeps rn, or whose columns are not all known by name, keeps it
+    for selected in ('"user_id", "rn"', '"*"', 'F.col("user_id").alias("u"), "event_ts"', "*COLS"):
+        assert _got(_SELECTED.format(selected)) == [("ND006", 5, "warning", "column", "rn")], selected
