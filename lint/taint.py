@@ -61,9 +61,10 @@ class Taint:
         self._busy: set[int] = set()
         self._col_memo: dict[str, frozenset] = {}
         self._col_busy: set[str] = set()
-        # columns whose taint was cut short (asked again while being computed) during the current evaluation:
-        # what is computed meanwhile is partial and not memoized (``withColumn("k", F.col("k").cast(...))``)
+        # columns cut short (asked again while being computed: ``withColumn("k", F.col("k").cast(...))``): what
+        # is computed meanwhile is partial, kept only until the outermost column is done (recomputed, exponential)
         self._col_cut: set[str] = set()
+        self._partial: dict[object, frozenset] = {}
         self._fn_memo: dict[int, frozenset] = {}
         # tables built from dict records whose fields were written as columns: pd.DataFrame([{...}])
         self._records = {id(w.anchor) for w in facts.writes if type(w.anchor) is ast.Call and _records_table(w.anchor)}
@@ -73,7 +74,7 @@ class Taint:
         if node is None:
             return EMPTY
         key = id(node)
-        memo = self._memo.get(key)
+        memo = self._memo.get(key, self._partial.get(key))
         if memo is not None:
             return memo
         if key in self._busy:
@@ -85,8 +86,7 @@ class Taint:
         finally:
             self._busy.discard(key)
             cut, self._col_cut = self._col_cut, outer_cut | self._col_cut
-        if not cut:
-            self._memo[key] = result
+        (self._partial if cut else self._memo)[key] = result
         return result
 
     def _of(self, node: ast.AST, scope: Scope) -> frozenset:
@@ -158,7 +158,7 @@ class Taint:
     def column_taint(self, column: str) -> frozenset:
         """Sources reaching a column by name (through every write of that column in the module)."""
         col = norm(column)
-        memo = self._col_memo.get(col)
+        memo = self._col_memo.get(col, self._partial.get(col))
         if memo is not None:
             return memo
         if col in self._col_busy:
@@ -174,8 +174,9 @@ class Taint:
             self._col_busy.discard(col)
             self._col_cut.discard(col)  # its own writes reading it add nothing new: the union is complete
             cut, self._col_cut = self._col_cut, outer_cut | self._col_cut
-        if not cut:
-            self._col_memo[col] = out
+        (self._partial if cut else self._col_memo)[col] = out
+        if not self._col_busy:
+            self._partial.clear()
         return out
 
     def write_taint(self, w: Write | RowEffect) -> frozenset:
