@@ -36,7 +36,8 @@ _TEMP_VIEWS = frozenset({"createOrReplaceTempView", "createTempView", "createGlo
                          "createOrReplaceGlobalTempView"})
 _BUDGET = 5_000  # nodes one backward walk visits at most
 # calls that remove (or replace) columns: select keeps only the columns it names
-_REPLACING = frozenset({"drop", "withColumn", "withColumns", "select"})
+_REPLACING = frozenset({"drop", "withColumn", "withColumns", "select", "agg", "count"})
+_GROUPING = frozenset({"groupBy", "groupby", "rollup", "cube"})
 _LOOKUP = frozenset({"\0lookup"})  # carried with the dropped columns: below the looked-up side of an outer join
 # A table whose name is not known (``DeltaTable.forName(spark, table)`` with ``table`` read from a conf): it is
 # followed for the columns dropped on the way to it, never named (tables_of leaves it out)
@@ -227,6 +228,8 @@ class Targets:
         model = self.model
         if call.func.attr == "select":  # type: ignore[attr-defined]
             return self._selected_out(call, scope)
+        if call.func.attr in ("agg", "count"):  # type: ignore[attr-defined]
+            return self._aggregated_out(call, scope)
         if call.func.attr == "withColumn":  # type: ignore[attr-defined]
             names = self._values.const_strings(call.args[0], scope) if call.args else None
             return frozenset(norm(n) for n in names or ())
@@ -260,6 +263,48 @@ class Targets:
             if any(n.startswith("<") or "*" in n or "." in n for n in names):
                 return frozenset()
             kept.update(norm(n) for n in names)
+        return self._columns - kept
+
+    def _aggregated_out(self, call: ast.Call, scope: Scope) -> frozenset[str]:
+        """The columns an aggregation leaves out: ``df.groupBy("k").agg(F.sum("a").alias("total"))`` (or
+        ``.count()``) keeps its grouping columns and the names its aggregates are given (a dict's keys,
+        keyword names), so every other column the module writes is not written below it; ``df.agg(...)``
+        keeps only the aggregates. None are left out when a grouping column or an alias is not a known name,
+        or an aggregate is given as a bare string (pandas' ``agg("sum")`` keeps every column)."""
+        receiver = call.func.value  # type: ignore[attr-defined]
+        if type(receiver) is ast.Name:
+            bound = self.model.single_value(receiver, scope)
+            receiver = bound[0] if bound is not None else receiver
+        kept: set[str] = set()
+        grouped = (
+            type(receiver) is ast.Call
+            and type(receiver.func) is ast.Attribute
+            and receiver.func.attr in _GROUPING
+        )
+        if not grouped and call.func.attr == "count":  # type: ignore[attr-defined]
+            return frozenset()  # df.count() is a number, not a DataFrame
+        if grouped:
+            if receiver.keywords:  # pandas' by=, as_index=...
+                return frozenset()
+            for arg in receiver.args:
+                names = self._values.col_names(arg, scope)
+                if any(n.startswith("<") or "*" in n for n in names):
+                    return frozenset()
+                kept.update(norm(n) for n in names)
+        kept.add("count")
+        for arg in call.args:
+            if type(arg) is ast.Dict:
+                if any(type(k) is not ast.Constant or not isinstance(k.value, str) for k in arg.keys):
+                    return frozenset()
+                kept.update(norm(k.value) for k in arg.keys)  # type: ignore[union-attr]
+            elif type(arg) is ast.Call and type(arg.func) is ast.Attribute and arg.func.attr in ("alias", "name"):
+                names = self._values.const_strings(arg.args[0], scope) if arg.args else None
+                if not names:
+                    return frozenset()
+                kept.update(norm(n) for n in names)
+            elif type(arg) is not ast.Call:
+                return frozenset()
+        kept.update(norm(kw.arg) for kw in call.keywords if kw.arg)
         return self._columns - kept
 
     def _sink_sources(self, sink: ast.Call) -> list[tuple[ast.AST, Scope]]:

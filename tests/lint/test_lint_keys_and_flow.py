@@ -529,6 +529,30 @@ def test_drop_forms_that_remove_columns_and_those_that_do_not() -> None:
         assert [c for *_, c in _reach(base.format(drop=drop))] == ["synced_at"], drop
 
 
+def test_an_aggregation_writes_only_its_grouping_columns_and_named_aggregates() -> None:
+    # before: every column above a groupBy().agg() reached the aggregate's table too, so a message named a
+    # table the column never reaches (redteam stream_payments_foreach.py: `processed_at` into the stats table)
+    base = """
+    from pyspark.sql import functions as F
+    scored = spark.table("raw.e").withColumn("score", F.rand()).withColumn("day", F.current_date())
+    scored.write.saveAsTable("t1")
+    scored.{agg}.write.saveAsTable("t2")
+    """
+
+    def tables(agg: str) -> dict[str | None, str]:
+        return {f.column_name: f.message.split(":")[0].split("column ")[1] for f in lint_code(
+            base.format(agg=agg), key_patterns=())}
+
+    only_t1 = {"score": "`score` (table `t1`)", "day": "`day`"}  # a column into two tables names neither
+    for agg in ('groupBy("day").agg(F.count("*").alias("n"))', 'groupBy("day").count()',
+                'groupBy(F.col("day")).agg({"amount": "sum"})', 'agg(F.max("day").alias("day"))'):
+        assert tables(agg) == only_t1, agg
+    # an aggregate named like the column, a grouping or aggregate not known, or a plain count keeps it
+    for agg in ('groupBy("day").agg(F.max("score").alias("score"))', 'groupby("day").agg("sum")',
+                'groupBy(k).count()', 'count()'):
+        assert tables(agg)["score"] == "`score`", agg
+
+
 def test_a_column_added_again_after_a_drop_is_written() -> None:
     code = """
     from pyspark.sql import functions as F
