@@ -29,10 +29,10 @@ from upsertsink.lint.structs import field, struct
 
 @struct(frozen=True)
 class SqlWrite:
-    """A statement that writes a table: INSERT (``append`` unless OVERWRITE or REPLACE WHERE) or MERGE, with
-    the [start, end) offsets of its keyword."""
+    """A statement that writes a table: INSERT (``append`` unless OVERWRITE or REPLACE WHERE), MERGE or
+    CREATE TABLE ... AS SELECT, with the [start, end) offsets of its keyword."""
 
-    kind: str  # insert | merge
+    kind: str  # insert | merge | create
     table: str | None
     start: int
     end: int
@@ -68,7 +68,7 @@ class SqlResult:
     ddl_keys: list[tuple[str, str, str]] = field(default_factory=list)
     tables_written: list[str] = field(default_factory=list)  # INSERT INTO / MERGE INTO / CREATE ... AS
     sequence_cols: list[str] = field(default_factory=list)  # WHEN MATCHED AND s.v > t.v: newer-wins columns
-    statements: list[SqlWrite] = field(default_factory=list)  # INSERT and MERGE statements
+    statements: list[SqlWrite] = field(default_factory=list)  # INSERT, MERGE and CTAS statements
     # CREATE VIEW v AS SELECT ...: (v, the tables and views its query reads), lower case
     views: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     merge_updates: list[MergeUpdate] = field(default_factory=list)
@@ -270,6 +270,9 @@ def analyze_statements(text: str) -> SqlResult:
                     result.tables_written.append(name)
                     if str(tree.args.get("kind") or "").upper() == "VIEW":
                         result.views.append((name.lower(), _reads(tree.expression)))
+                    else:  # CREATE TABLE ... AS SELECT: its query's rows go to that table, not to one it reads
+                        start, end = pos.locate(tree, "create")
+                        result.statements.append(SqlWrite("create", name, start, end, reads=_reads(tree.expression)))
         if isinstance(tree, exp.Insert):
             name = _table_name(tree.this)
             if name:

@@ -78,6 +78,13 @@ _FUNC_BY_CLASS = {
 }
 # Functions whose result does not depend on the order of the array they are given.
 _ORDER_FIXING_CLASSES = {"ArraySort", "SortArray", "ArraySize", "Size", "Cardinality"}
+# Other names sqlglot reads as the same function class, looked for in the text when the node has no position
+_SPELLINGS = {
+    "current_timestamp": ("now",),
+    "listagg": ("string_agg", "group_concat"),
+    "collect_list": ("array_agg",),
+    "rand": ("random",),
+}
 _BARE_FUNCTIONS = {"localtimestamp", "current_timestamp", "current_date", "now", "curdate"}
 
 
@@ -141,7 +148,7 @@ class Positions:
         if "start" in imeta and self.text[imeta["start"] : imeta["end"] + 1].lower() == name:
             self.used.add(imeta["start"])
             return imeta["start"], imeta["end"] + 1
-        aliases = {name, "now"} if name == "current_timestamp" else {name}
+        aliases = {name, *_SPELLINGS.get(name, ())}
         for tok in self.tokens:
             if tok.start not in self.used and tok.text.lower() in aliases:
                 self.used.add(tok.start)

@@ -134,11 +134,25 @@ class Targets:
                 if table is not None:
                     self.keyless.add(table)
                 self._follow(written, scope, table or _UNNAMED)
+                if type(func) is ast.Attribute:
+                    self._writer_chain(func.value, table or _UNNAMED)
         for call, table, keyless, reads in facts.sql_writes:  # spark.sql("INSERT INTO t SELECT ..."), MERGE INTO
             self._flows.setdefault(id(call), set()).add(table)
             if keyless:
                 self.keyless.add(table)
             self._views_read(reads, table, views, frames, set())
+
+    def _writer_chain(self, node: ast.AST, table: str) -> None:
+        """The writer's own calls (``df.write.mode(...).option("replaceWhere", ...)``) write ``table``: a
+        choice they make (a replaceWhere predicate) decides that table's rows, not another's of ``df``."""
+        for _ in range(30):
+            if type(node) is ast.Call:
+                self._flows.setdefault(id(node), set()).add(table)
+                node = node.func
+            elif type(node) is ast.Attribute and node.attr not in chains.WRITE_ATTRS:
+                node = node.value
+            else:
+                return
 
     def _views_read(
         self, reads: tuple[str, ...], table: str, views: dict[str, list[tuple[ast.Call, tuple[str, ...]]]],
@@ -336,11 +350,12 @@ class Targets:
                 continue
             seen.add((id(node), gone))
             t = type(node)
-            if t is ast.Call:
+            if t is ast.Call or t is ast.Subscript:  # a subscript too: ``pdf.iloc[:100]`` chooses rows
                 self._flows.setdefault(id(node), set()).add(table)
                 key = (id(node), table)
                 before = dropped.get(key)
                 dropped[key] = gone if before is None else before & gone  # dropped on every path
+            if t is ast.Call:
                 func = node.func
                 side = (
                     self._lookup_side(node, scope)
