@@ -411,12 +411,17 @@ def test_vacuum_keeps_the_tombstone_table(engine, tmp_path):
     sink.write(engine.frame(cdc((1, "a", 1, "I"), (2, "b", 1, "I")), CDC), batch_id=0)
     sink.write(engine.frame(cdc((1, "a", 2, "D")), CDC), batch_id=1)
     if engine.name != "embedded":
-        conf = "spark.databricks.delta.retentionDurationCheck.enabled"
-        engine.spark.conf.set(conf, "false")
+        # VACUUM lists the table in spark.sql.sources.parallelPartitionDiscovery.parallelism tasks (10,000 by
+        # default): on local[2] that was 90-180 s for this two-file table, so the test lists it in 4
+        confs = {"spark.databricks.delta.retentionDurationCheck.enabled": "false",
+                 "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4"}
+        for conf, value in confs.items():
+            engine.spark.conf.set(conf, value)
         try:
             engine.spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()
         finally:
-            engine.spark.conf.unset(conf)
+            for conf in confs:
+                engine.spark.conf.unset(conf)
     else:
         DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     from upsertsink.tombstones import TombstoneStore, forget_indexes
