@@ -254,8 +254,8 @@ class Collector:
             for position, name in entry.get("cond_arg", ()):  # the MERGE's condition, given whole
                 arg = given_argument(call, position, name)
                 text = self.values.str_value(arg, scope) if arg is not None else None
-                for k in sqlmod.condition_keys(text.text) if text is not None else ():
-                    if _COLUMN_NAME.fullmatch(strip_qualifier(k)) and "__ph" not in k:  # not an unknown value
+                for k in sqlmod.named(sqlmod.condition_keys(text.text)) if text is not None else ():
+                    if _COLUMN_NAME.fullmatch(strip_qualifier(k)):
                         self.ext_keys.append((strip_qualifier(k), scope, table))
 
     def _condition_effect(self, cond: ast.AST, scope: Scope, kind: str = "merge") -> None:

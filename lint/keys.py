@@ -217,16 +217,12 @@ def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope
             if form == "str":
                 for _c, cond, sc in merges:
                     text = values.str_value(cond, sc)
-                    i_text = text.text[len(_MARK) :] if text is not None and text.text.startswith(_MARK) else ""
-                    if i_text.isdigit() and int(i_text) < len(params):
-                        cond_args.add(int(i_text))
+                    cond_args.update(_stand_in(text.text if text is not None else None, len(params)))
         for table, cols in found:
-            if form == "str" and table is not None and table.startswith(_MARK) and table[len(_MARK) :].isdigit():
-                table_args.add(int(table[len(_MARK) :]))
+            if form == "str":
+                table_args.update(_stand_in(table, len(params)))
             for col in cols:
-                i_text = strip_qualifier(col)[len(_MARK) :] if strip_qualifier(col).startswith(_MARK) else ""
-                if i_text.isdigit() and int(i_text) < len(params):
-                    key_args.add(int(i_text))
+                key_args.update(_stand_in(strip_qualifier(col), len(params)))
     out: dict[str, list] = {}
     if key_args:
         out["key_args"] = [[i, params[i]] for i in sorted(key_args)]
@@ -235,6 +231,12 @@ def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope
     if cond_args:
         out["cond_arg"] = [[i, params[i]] for i in sorted(cond_args)]
     return out
+
+
+def _stand_in(text: str | None, count: int) -> tuple[int, ...]:
+    """The parameter a stand-in text is (``upsertsink_param_2``: the third of ``count``), if it is one."""
+    i = text[len(_MARK) :] if text is not None and text.startswith(_MARK) else ""
+    return (int(i),) if i.isdigit() and int(i) < count else ()
 
 
 def _inside(scope: Scope | None, fscope: Scope) -> bool:
@@ -288,7 +290,7 @@ def _merge_keys(
     text = values.str_value(cond, scope)
     cols: list[str] = []
     if text is not None:
-        cols = _named(sqlmod.condition_keys(text.text))
+        cols = sqlmod.named(sqlmod.condition_keys(text.text))
     else:
         cond, cond_scope = _resolved(model, cond, scope)
         for cmp in ast.walk(cond):
@@ -308,7 +310,7 @@ def _newer_columns(
     """The columns an update condition compares so that the newer row wins (``s.v > t.v``)."""
     text = values.str_value(cond, scope)
     if text is not None:
-        newer = _named(sqlmod.condition_sequences(text.text))
+        newer = sqlmod.named(sqlmod.condition_sequences(text.text))
     else:
         newer = []
         cond, cond_scope = _resolved(model, cond, scope)
@@ -320,11 +322,6 @@ def _newer_columns(
                 if same and left[0] != right[0] and not left[0].startswith("<"):
                     newer.append(left[0])
     return None, newer
-
-
-def _named(columns: list[str]) -> list[str]:
-    """The columns of a condition less the placeholders of values not known (``t.{k} = s.{k}``)."""
-    return [c for c in columns if "__ph" not in c]
 
 
 def _resolved(model: SemanticModel, node: ast.AST, scope: Scope) -> tuple[ast.AST, Scope]:

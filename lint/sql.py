@@ -438,6 +438,11 @@ def condition_sequences(text: str) -> list[str]:
     return _newer_columns(tree) if tree is not None else []
 
 
+def named(columns: list[str]) -> list[str]:
+    """The columns of a condition less the placeholders of values not known (``t.{k} = s.{k}``)."""
+    return [c for c in columns if "__ph" not in c]
+
+
 @lru_cache(maxsize=4096)
 def condition_keys(text: str) -> list[str]:
     """Columns compared with ``=`` or ``<=>`` in a merge condition (``t.k = s.k AND t.j <=> s.j`` -> [k, j])."""
