@@ -38,6 +38,7 @@ _BUDGET = 5_000  # nodes one backward walk visits at most
 # calls that remove (or replace) columns: select keeps only the columns it names
 _REPLACING = frozenset({"drop", "withColumn", "withColumns", "select", "agg", "count"})
 _GROUPING = frozenset({"groupBy", "groupby", "rollup", "cube"})
+_ALIASES = frozenset({"alias", "name"})
 _LOOKUP = frozenset({"\0lookup"})  # carried with the dropped columns: below the looked-up side of an outer join
 # A table whose name is not known (``DeltaTable.forName(spark, table)`` with ``table`` read from a conf): it is
 # followed for the columns dropped on the way to it, never named (tables_of leaves it out)
@@ -267,17 +268,26 @@ class Targets:
         return frozenset(out)
 
     def _selected_out(self, call: ast.Call, scope: Scope) -> frozenset[str]:
-        """The columns ``df.select("a", F.col("b"))`` leaves out: every column the module writes but those
-        named, when each argument names plain columns (none for a star, an expression or an unknown name)."""
+        """The columns ``df.select("a", F.col("b"), F.col("c").alias("d"))`` leaves out: every column the
+        module writes but those named, when each argument names plain columns or is given a known name (none
+        for a star, an unnamed expression, which may keep its column's name, or an unknown name)."""
         if call.keywords or not call.args:
             return frozenset()
         kept: set[str] = set()
         for arg in call.args:
-            names = self._values.col_names(arg, scope)
-            if any(n.startswith("<") or "*" in n or "." in n for n in names):
+            alias = self._alias(arg, scope)
+            names = self._values.col_names(arg, scope) if alias is None else alias
+            if not names or any(n.startswith("<") or "*" in n or "." in n for n in names):
                 return frozenset()
             kept.update(norm(n) for n in names)
         return self._columns - kept
+
+    def _alias(self, arg: ast.AST, scope: Scope) -> list[str] | None:
+        """The name ``expr.alias("n")`` / ``.name("n")`` gives its column: [] when it is not known, None
+        for an argument that is not such a call."""
+        if type(arg) is not ast.Call or type(arg.func) is not ast.Attribute or arg.func.attr not in _ALIASES:
+            return None
+        return (self._values.const_strings(arg.args[0], scope) if arg.args else None) or []
 
     def _aggregated_out(self, call: ast.Call, scope: Scope) -> frozenset[str]:
         """The columns an aggregation leaves out: ``df.groupBy("k").agg(F.sum("a").alias("total"))`` (or
@@ -311,11 +321,10 @@ class Targets:
                 if any(type(k) is not ast.Constant or not isinstance(k.value, str) for k in arg.keys):
                     return frozenset()
                 kept.update(norm(k.value) for k in arg.keys)  # type: ignore[union-attr]
-            elif type(arg) is ast.Call and type(arg.func) is ast.Attribute and arg.func.attr in ("alias", "name"):
-                names = self._values.const_strings(arg.args[0], scope) if arg.args else None
-                if not names:
+            elif (alias := self._alias(arg, scope)) is not None:
+                if not alias:
                     return frozenset()
-                kept.update(norm(n) for n in names)
+                kept.update(norm(n) for n in alias)
             elif type(arg) is not ast.Call:
                 return frozenset()
         kept.update(norm(kw.arg) for kw in call.keywords if kw.arg)

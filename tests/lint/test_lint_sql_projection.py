@@ -106,8 +106,12 @@ latest = spark.table("bronze.events").withColumn("rn", F.row_number().over(w)).f
 
 def test_a_select_that_leaves_the_numbering_out_drops_it() -> None:
     # .filter("rn = 1").select("user_id", "event_ts") writes no rn, as .drop("rn") does; it reached column rn
-    for selected in ('"user_id", "event_ts"', '["user_id", "event_ts"]', 'F.col("user_id"), "event_ts"'):
+    # ... and so does one whose expressions are all given known names (it kept rn before)
+    for selected in ('"user_id", "event_ts"', '["user_id", "event_ts"]', 'F.col("user_id"), "event_ts"',
+                     'F.col("user_id").alias("u"), F.col("event_ts").cast("date").name("day")'):
         assert _got(_SELECTED.format(selected)) == [("ND006", 5, "warning", "column", "*")], selected
-    # a select that keeps rn, or whose columns are not all known by name, keeps it
-    for selected in ('"user_id", "rn"', '"*"', 'F.col("user_id").alias("u"), "event_ts"', "*COLS"):
+    # a select that keeps rn, or whose columns are not all known by name, keeps it (an unnamed expression
+    # is not read as naming its output)
+    for selected in ('"user_id", "rn"', '"*"', 'F.upper("user_id"), "event_ts"', "*COLS",
+                     'F.col("user_id").alias(name), "event_ts"', 'F.col("rn").alias("rn")'):
         assert _got(_SELECTED.format(selected)) == [("ND006", 5, "warning", "column", "rn")], selected
