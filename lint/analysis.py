@@ -169,11 +169,14 @@ class ModuleAnalysis:
                 continue
             tables = targets().tables_of(effect.anchor)
             lookup = targets().lookup_only(effect.anchor)  # rows of a left join's lookup side: values only
+            unnamed = not tables and targets().unnamed_only(effect.anchor)
             for s in sources:
                 via = carried.get(s)
                 if tables and via and not via & tables:
                     continue  # a column of the same name written to other tables only
                 entry = _row_target(keys, tables, effect, s, targets().keyless)
+                if unnamed:  # judged against every key, but its rows go to no table a key belongs to
+                    entry = (*entry[:4], None)
                 reach.setdefault(s, []).append((2.5, "column", "*", True, _one(tables)) if lookup else entry)
         out: list[Reach] = []
         for s, entries in reach.items():

@@ -36,7 +36,7 @@ _TEMP_VIEWS = frozenset({"createOrReplaceTempView", "createTempView", "createGlo
                          "createOrReplaceGlobalTempView"})
 _BUDGET = 5_000  # nodes one backward walk visits at most
 # calls that remove (or replace) columns: select keeps only the columns it names
-_REPLACING = frozenset({"drop", "withColumn", "withColumns", "select", "agg", "count"})
+_REPLACING = frozenset({"drop", "withColumn", "withColumns", "select", "agg", "count", "withColumnRenamed"})
 _GROUPING = frozenset({"groupBy", "groupby", "rollup", "cube"})
 _ALIASES = frozenset({"alias", "name"})
 _LOOKUP = frozenset({"\0lookup"})  # carried with the dropped columns: below the looked-up side of an outer join
@@ -127,6 +127,9 @@ class Targets:
             elif type(func) is ast.Attribute and func.attr in _KEYLESS_WRITES:
                 written = chains.writer_source(func.value)
                 arg = call.args[0] if call.args else model.kwarg(call, *_KEYLESS_WRITES[func.attr])
+            elif type(func) is ast.Attribute and func.attr == "writeTo":  # df.writeTo("t").append()
+                written = func.value
+                arg = call.args[0] if call.args else model.kwarg(call, "table")
             elif called_name(func) == "write_deltalake":  # delta-rs: write_deltalake(table_or_uri, data, ...)
                 written = call.args[1] if len(call.args) > 1 else model.kwarg(call, "data")
                 arg = call.args[0] if call.args else model.kwarg(call, "table_or_uri")
@@ -135,7 +138,7 @@ class Targets:
                 if table is not None:
                     self.keyless.add(table)
                 self._follow(written, scope, table or _UNNAMED)
-                if type(func) is ast.Attribute:
+                if type(func) is ast.Attribute and func.attr != "writeTo":
                     self._writer_chain(func.value, table or _UNNAMED)
         for call, table, keyless, reads in facts.sql_writes:  # spark.sql("INSERT INTO t SELECT ..."), MERGE INTO
             self._flows.setdefault(id(call), set()).add(table)
@@ -220,6 +223,11 @@ class Targets:
             return None
         return frozenset(t for t in kept if t != _UNNAMED)
 
+    def unnamed_only(self, anchor: ast.AST | None) -> bool:
+        """Is the DataFrame made by ``anchor`` followed only to writes whose table name is not known?"""
+        flows = self._flows.get(id(anchor)) if anchor is not None else None
+        return bool(flows) and all(t == _UNNAMED for t in flows)
+
     def lookup_only(self, anchor: ast.AST | None) -> bool:
         """Is the DataFrame made by ``anchor`` only the looked-up side of an outer join on every path to its
         known tables (``legs.join(carriers, "code", "left")``: which carrier rows exist changes the joined
@@ -239,13 +247,14 @@ class Targets:
         """The columns ``df.drop(...)`` removes: names given as strings (Spark's ``drop("a", "b")``, pandas'
         ``drop(columns=[...])`` or ``drop([...], axis=1)``); pandas' rows (``index=``, ``axis=0``) are none.
         ``withColumn("c", v)`` / ``withColumns({"c": v})`` replace the column ``c`` the DataFrame below
-        them held: its earlier value is not written either."""
+        them held: its earlier value is not written either; ``withColumnRenamed("c", "d")`` writes it as
+        ``d``, and no column ``c``."""
         model = self.model
         if call.func.attr == "select":  # type: ignore[attr-defined]
             return self._selected_out(call, scope)
         if call.func.attr in ("agg", "count"):  # type: ignore[attr-defined]
             return self._aggregated_out(call, scope)
-        if call.func.attr == "withColumn":  # type: ignore[attr-defined]
+        if call.func.attr in ("withColumn", "withColumnRenamed"):  # type: ignore[attr-defined]
             names = self._values.const_strings(call.args[0], scope) if call.args else None
             return frozenset(norm(n) for n in names or ())
         if call.func.attr == "withColumns":  # type: ignore[attr-defined]

@@ -553,6 +553,19 @@ def test_an_aggregation_writes_only_its_grouping_columns_and_named_aggregates() 
         assert tables(agg)["score"] == "`score`", agg
 
 
+def test_a_renamed_column_is_written_under_its_new_name_only() -> None:
+    # before: "it also reaches `tmp_id`", though tmp_id is renamed on the way to t1 and dropped before t2
+    code = """
+    from pyspark.sql import functions as F
+    df = spark.table("raw.e").withColumn("tmp_id", F.monotonically_increasing_id())
+    df.withColumnRenamed("tmp_id", "event_key").write.mode("overwrite").saveAsTable("t1")
+    df.drop("tmp_id").write.mode("overwrite").saveAsTable("t2")
+    """
+    [finding] = lint_code(code)
+    assert (finding.rule, finding.target, finding.column_name) == ("ND004", "key", "event_key")
+    assert "(table `t1`)" in finding.message and "tmp_id" not in finding.message
+
+
 def test_a_column_added_again_after_a_drop_is_written() -> None:
     code = """
     from pyspark.sql import functions as F
