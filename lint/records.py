@@ -1,5 +1,6 @@
 """Python values that become rows or columns outside any DataFrame method: lists of dict records turned into a
-table (``pa.Table.from_pylist(records)``, ``pd.DataFrame(records)``, ``spark.createDataFrame(records)``) and
+table (``pa.Table.from_pylist(records)``, ``pd.DataFrame(records)``, ``spark.createDataFrame(records)``; tuple
+records too when the column names are given beside them: ``createDataFrame(rows, "a string, b int")``) and
 Databricks notebook widgets (``dbutils.widgets.text(name, default)`` read back by ``dbutils.widgets.get``).
 
 Syntax only, as the collection pass needs it: which expression a record's field or a widget's default is;
@@ -21,12 +22,18 @@ def record_fields(
 ) -> list[tuple[str, ast.AST, Scope]]:
     """(field name, value expression, its scope) of every dict record of the list ``call`` turns into a table:
     a list literal of dicts, a list comprehension of a dict, or a list name filled by ``.append({...})``, ``.extend(...)`` (a list or a
-    comprehension of dicts) or ``+=``."""
+    comprehension of dicts) or ``+=``; tuple records in those forms when the column names are given (a
+    schema of names or a DDL string, pandas' ``columns=``), each element the column of its position."""
     node = call.args[0] if call.args else model.kwarg(call, "data", "mapping")
     out: list[tuple[str, ast.AST, Scope]] = []
     if node is None:
         return out
-    for record, rscope in _records(model, node, scope):
+    columns = _schema_names(model, values, call, scope)
+    for record, rscope in _records(model, node, scope, tuples=bool(columns)):
+        if type(record) is ast.Tuple:  # ("c", ts) with the names of the schema given beside the records
+            for name, value in zip(columns, record.elts, strict=False):
+                out.append((name, value, rscope))
+            continue
         if type(record) is ast.Dict:
             pairs = [(k, v) for k, v in zip(record.keys, record.values, strict=False) if k is not None]
         else:  # dict(name=value, ...)
@@ -38,12 +45,43 @@ def record_fields(
     return out
 
 
-def _records(model: SemanticModel, node: ast.AST, scope: Scope) -> list[tuple[ast.AST, Scope]]:
+def _schema_names(model: SemanticModel, values: Values, call: ast.Call, scope: Scope) -> list[str]:
+    """The column names given beside tuple records: ``createDataFrame(rows, "a string, b int")`` or
+    ``(rows, ["a", "b"])``, pandas' ``DataFrame(rows, columns=["a", "b"])``; [] when not known."""
+    schema = model.kwarg(call, "schema", "columns")
+    func = call.func
+    if schema is None and len(call.args) > 1 and type(func) is ast.Attribute and func.attr == "createDataFrame":
+        schema = call.args[1]  # (pandas' second argument is the index)
+    if schema is None:
+        return []
+    if type(schema) is ast.List or type(schema) is ast.Tuple:
+        names = [values.const_strings(e, scope) for e in schema.elts]
+        return [n[0] for n in names] if all(n and len(n) == 1 for n in names) else []
+    text = values.const_strings(schema, scope)
+    if not text or len(text) != 1:
+        return []
+    out, depth, part = [], 0, ""
+    for ch in text[0] + ",":  # a DDL string: split at the top-level commas, the first word of each is the name
+        if ch == "," and depth == 0:
+            words = part.replace(":", " ").split()
+            if not words:
+                return []
+            out.append(words[0].strip("`"))
+            part = ""
+            continue
+        depth += (ch in "(<") - (ch in ")>")
+        part += ch
+    return out
+
+
+def _records(
+    model: SemanticModel, node: ast.AST, scope: Scope, tuples: bool = False
+) -> list[tuple[ast.AST, Scope]]:
     t = type(node)
     if t is ast.List:
-        return [(e, scope) for e in node.elts if _is_record(e)]
+        return [(e, scope) for e in node.elts if _is_record(e, tuples)]
     if t is ast.ListComp or t is ast.GeneratorExp:
-        return [(node.elt, scope)] if _is_record(node.elt) else []
+        return [(node.elt, scope)] if _is_record(node.elt, tuples) else []
     if t is not ast.Name:
         return []
     owner = model.lookup(node.id, scope)
@@ -52,7 +90,7 @@ def _records(model: SemanticModel, node: ast.AST, scope: Scope) -> list[tuple[as
     out: list[tuple[ast.AST, Scope]] = []
     for value in owner.assigns[node.id]:
         if type(value) is ast.List or type(value) is ast.ListComp:
-            out += _records(model, value, owner)
+            out += _records(model, value, owner, tuples)
     for call, cscope in model.calls:  # records.append({...}), records.extend([{...}, ...])
         func = call.func
         if (
@@ -65,16 +103,16 @@ def _records(model: SemanticModel, node: ast.AST, scope: Scope) -> list[tuple[as
         ):
             if func.attr == "extend":  # a list or a comprehension of records (``+=`` is an assignment)
                 arg = call.args[0]
-                out += _records(model, arg, cscope) if type(arg) is not ast.Name else []
+                out += _records(model, arg, cscope, tuples) if type(arg) is not ast.Name else []
                 continue
-            record = model.resolve_dict(call.args[0], cscope)
-            if _is_record(record):
+            record = call.args[0] if type(call.args[0]) is ast.Tuple else model.resolve_dict(call.args[0], cscope)
+            if _is_record(record, tuples):
                 out.append((record, cscope))
     return out
 
 
-def _is_record(node: ast.AST) -> bool:
-    if type(node) is ast.Dict:
+def _is_record(node: ast.AST | None, tuples: bool = False) -> bool:
+    if type(node) is ast.Dict or (tuples and type(node) is ast.Tuple):
         return True
     return type(node) is ast.Call and type(node.func) is ast.Name and node.func.id == "dict" and not node.args
 

@@ -69,3 +69,55 @@ def test_sql_functions_are_reported_where_the_text_spells_them() -> None:
         ("ND005", 68, "`group_concat`"),
         ("ND001", 90, "`now`"),
     ]
+
+
+_FEATURED = """
+from delta.tables import DeltaTable
+feed = spark.read.table("x")
+(DeltaTable.forName(spark, "catalog.products").alias("t").merge(feed.alias("s"), "t.product_code = s.product_code")
+    .whenMatchedUpdateAll().execute())
+featured = feed.select("product_code", "title").limit(500)
+featured.{write}
+"""
+
+
+def test_a_write_to_table_is_followed_like_save_as_table() -> None:
+    # before: ND008 error key product_code "into table `catalog.products`", a table the limited rows never reach
+    for write in ('writeTo("catalog.featured").append()', 'writeTo("catalog.featured").overwritePartitions()',
+                  'writeTo("catalog.featured").createOrReplace()', 'write.saveAsTable("catalog.featured")'):
+        [finding] = lint_code(_FEATURED.format(write=write))
+        assert (finding.rule, finding.severity, finding.column_name) == ("ND008", "warning", "*"), write
+        assert "into table `catalog.featured`" in finding.message, write
+
+
+def test_rows_written_to_a_table_of_unknown_name_are_not_said_to_go_into_another_table() -> None:
+    # judged against every key of the module (linter.md), but no table is named: before, the message said
+    # "into table `catalog.products`", the merge's table, which these rows never reach
+    [finding] = lint_code(_FEATURED.format(write='write.saveAsTable(spark.conf.get("job.featured_table"))'))
+    assert (finding.rule, finding.severity, finding.target, finding.column_name) == (
+        "ND008", "error", "key", "product_code")
+    assert "into table" not in finding.message and "catalog.products" not in finding.message
+
+
+def test_tuple_records_are_followed_when_their_column_names_are_given() -> None:
+    # before: nothing (only dict records were read)
+    code = """
+    import uuid
+    from datetime import datetime
+    import pandas as pd
+    from deltalake import write_deltalake
+    rows = []
+    for c in ["a", "b"]:
+        rows.append((c, str(uuid.uuid4())))
+    write_deltalake("/lake/x", pd.DataFrame(rows, columns=["code", "token"]))
+    log = spark.createDataFrame([("c", str(datetime.now()))], "campaign_code string, run_started string")
+    log.write.mode("append").saveAsTable("gold.campaign_run_log")
+    spark.createDataFrame([(1, datetime.now())], ["id", "ts"]).write.saveAsTable("t")
+    spark.createDataFrame([(1, 2.5, datetime.now())], "id INT, amount DECIMAL(10,2), ts TIMESTAMP").write.saveAsTable("t2")
+    """
+    assert [(f.rule, f.line, f.column_name, f.table) for f in lint_code(code)] == [
+        ("ND003", 8, "token", "/lake/x"),
+        ("ND001", 10, "run_started", "gold.campaign_run_log"),
+        ("ND001", 12, "ts", "t"),
+        ("ND001", 13, "ts", "t2"),
+    ]
