@@ -190,6 +190,28 @@ def test_status_of_an_older_version(files):
     assert missing.returncode == 2 and "has no version 9 (latest is 2)" in missing.stderr
 
 
+def test_an_embedded_command_ends_without_the_native_teardown_that_could_abort_it(tmp_path):
+    """`upsertsink diff` printed `equal` and then died with SIGABRT ("terminate called without an active
+    exception", exit -6) in a CI run: deltalake's and Arrow's native threads torn down with the interpreter
+    (12 of 120 runs on a loaded 2-core machine). A command that never loaded pyspark now ends as soon as it
+    has returned, with its own exit code and output, and no teardown: an exit hook never runs."""
+    pq.write_table(pa.table({"a": [1, 2], "v": [1, 2]}), tmp_path / "s.parquet")
+    target = str(tmp_path / "t")
+    assert run("write", str(tmp_path / "s.parquet"), "--target", target, "--key", "a", "--batch-id", "0").returncode == 0
+    probe = (
+        "import atexit, sys; atexit.register(lambda: print('teardown ran', file=sys.stderr)); "
+        "sys.argv = ['upsertsink', *sys.argv[1:]]; from upsertsink.launch import main; main()"
+    )
+    for args, code, out in (
+        (["diff", str(tmp_path / "s.parquet"), target, "--key", "a"], 0, "equal: 2 rows"),
+        (["diff", str(tmp_path / "s.parquet"), str(tmp_path / "missing"), "--key", "a"], 2, ""),
+    ):
+        done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, check=False)
+        assert done.returncode == code, done.stderr
+        assert out in done.stdout
+        assert "teardown ran" not in done.stderr
+
+
 def test_key_lists_mean_the_same_in_write_and_diff(tmp_path):
     pq.write_table(pa.table({"a": [1, 1, 2], "b": ["x", "y", "x"], "v": [1, 2, 3]}), tmp_path / "s.parquet")
     target = str(tmp_path / "t")
