@@ -142,6 +142,7 @@ class ModuleAnalysis:
                 if found is None:
                     continue  # dropped before every write it flows into (``.drop("rn")``)
                 tables = found
+                unnamed = not tables and targets().unnamed_only(w.anchor)
                 keyed = col_n in {norm(k) for k in keys.of_tables(tables, targets().keyless)}
                 pattern = None if keyed or col_n in seq_n else keys.pattern(col_n)
                 if keyed:
@@ -160,7 +161,7 @@ class ModuleAnalysis:
                 else:
                     entry = (2, "column", name, False, _one(tables))
                 for s in sources:
-                    reach.setdefault(s, []).append(entry)
+                    reach.setdefault(s, []).append(_no_table(entry) if unnamed else entry)
                     known = carried.get(s, set())
                     carried[s] = None if known is None or not tables else known | tables
         for effect in facts.rows:
@@ -175,8 +176,7 @@ class ModuleAnalysis:
                 if tables and via and not via & tables:
                     continue  # a column of the same name written to other tables only
                 entry = _row_target(keys, tables, effect, s, targets().keyless)
-                if unnamed:  # judged against every key, but its rows go to no table a key belongs to
-                    entry = (*entry[:4], None)
+                entry = _no_table(entry) if unnamed else entry
                 reach.setdefault(s, []).append((2.5, "column", "*", True, _one(tables)) if lookup else entry)
         out: list[Reach] = []
         for s, entries in reach.items():
@@ -338,6 +338,12 @@ def _row_target(
     if judged:
         return (0.5, "key", judged[0], True, keys.table_of_key(judged[0], tables) or table)
     return (2.5, "column", "*", True, table)
+
+
+def _no_table(entry: tuple) -> tuple:
+    """A write followed only to tables of unknown name is judged against every key of the module, but it
+    goes into none of the tables those keys belong to: its message names no table."""
+    return (*entry[:4], None)
 
 
 def _one(tables: frozenset[str]) -> str | None:

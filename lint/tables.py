@@ -68,6 +68,11 @@ def sink_target(model: SemanticModel, values: Values, call: ast.Call, scope: Sco
     return _name(values, arg, scope)
 
 
+def _plain(names: list[str]) -> bool:
+    """Are these column names all known plain names (no unknown expression, star or nested field)?"""
+    return bool(names) and not any(n.startswith("<") or "*" in n or "." in n for n in names)
+
+
 def _bare(name: str) -> str:
     """A pipeline's dataset name as another dataset refers to it: ``LIVE.orders`` and ``orders`` alike."""
     return name.lower().removeprefix("live.")
@@ -286,7 +291,7 @@ class Targets:
         for arg in call.args:
             alias = self._alias(arg, scope)
             names = self._values.col_names(arg, scope) if alias is None else alias
-            if not names or any(n.startswith("<") or "*" in n or "." in n for n in names):
+            if not _plain(names):
                 return frozenset()
             kept.update(norm(n) for n in names)
         return self._columns - kept
@@ -321,7 +326,7 @@ class Targets:
                 return frozenset()
             for arg in receiver.args:
                 names = self._values.col_names(arg, scope)
-                if any(n.startswith("<") or "*" in n for n in names):
+                if not _plain(names):
                     return frozenset()
                 kept.update(norm(n) for n in names)
         kept.add("count")

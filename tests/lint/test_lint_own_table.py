@@ -97,6 +97,14 @@ def test_rows_written_to_a_table_of_unknown_name_are_not_said_to_go_into_another
     assert (finding.rule, finding.severity, finding.target, finding.column_name) == (
         "ND008", "error", "key", "product_code")
     assert "into table" not in finding.message and "catalog.products" not in finding.message
+    # the same for a column: a random key written only to that table is judged as a key, no table named
+    code = _FEATURED.format(write='write.saveAsTable(spark.conf.get("job.featured_table"))').replace(
+        '.limit(500)', '.withColumn("product_code", F.expr("uuid()"))').replace(
+        "from delta.tables", "from pyspark.sql import functions as F\nfrom delta.tables")
+    [finding] = lint_code(code)
+    assert (finding.rule, finding.severity, finding.target, finding.column_name) == (
+        "ND003", "error", "key", "product_code")
+    assert "(table" not in finding.message and "catalog.products" not in finding.message
 
 
 def test_tuple_records_are_followed_when_their_column_names_are_given() -> None:
