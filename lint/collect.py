@@ -29,6 +29,7 @@ from upsertsink.lint.catalogue import METHOD_HOOKS, SUBSCRIPT_HOOKS
 from upsertsink.lint.facts import Facts, KeyDecl, RowEffect, Src, Write, strip_qualifier, summary_sources
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.pipelines import _pipeline_flow
+from upsertsink.lint.reaching import reaching
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.values import Values
 
@@ -95,6 +96,7 @@ class Collector:
             if type(sl) is ast.Tuple and sl.elts:  # pdf.loc[:, "col"] = ...
                 sl = sl.elts[-1]
             if type(sl) is ast.Constant and isinstance(sl.value, str):
+                self._current = self._frame_made(target.value, scope)
                 self._add_write(sl.value, scope, value, node=target)
         self._current = None
         for call, scope in self.sink_calls:
@@ -223,6 +225,16 @@ class Collector:
             ext = self.model.resolve_external(func, scope)
             if ext is not None and ext[1] == "func":
                 self._external_call(call, scope, ext)
+
+    def _frame_made(self, node: ast.AST, scope: Scope) -> ast.AST | None:
+        """The call that made the DataFrame ``pdf["c"] = ...`` adds a column to (``pdf.loc[...]``'s too): the
+        one binding of the name that reaches the assignment. The column flows where that DataFrame flows."""
+        if type(node) is ast.Attribute and node.attr in ("loc", "iloc", "at"):
+            node = node.value
+        if type(node) is not ast.Name:
+            return None
+        bound = reaching(self.model, node, scope)[1]
+        return bound[0] if len(bound) == 1 and type(bound[0]) in (ast.Call, ast.Subscript) else None
 
     def _external_call(self, call: ast.Call, scope: Scope, ext: tuple[dict, str, str]) -> None:
         """A call of another file's function: the columns it writes are written here, its keys known here."""

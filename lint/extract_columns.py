@@ -95,6 +95,34 @@ def on_rename(col: Collector, call: ast.Call, scope: Scope) -> None:
             col._add_write(new[0], scope, ast.Constant(value=old[0]), node=call, rename=True)
 
 
+def on_renames(col: Collector, call: ast.Call, scope: Scope) -> None:
+    """``withColumnsRenamed({"old": "new", ...})`` (Spark 3.4), pandas' ``rename(columns={...})``: each pair
+    as ``withColumnRenamed``."""
+    for old, new in renamed_pairs(col.model, col.values, call, scope):
+        col._add_write(new, scope, ast.Constant(value=old), node=call, rename=True)
+
+
+def renamed_pairs(model, values, call: ast.Call, scope: Scope) -> list[tuple[str, str]]:
+    """The ``(old, new)`` column names of a renaming dict (a literal, or the one a name holds) whose both
+    names are known strings: ``withColumnsRenamed``'s, pandas' ``rename(columns=...)`` or ``rename(mapping,
+    axis=1)`` (a pandas ``rename`` of the index renames no column)."""
+    given = model.kwarg(call, "columns", "colsMap")
+    if given is None and call.args:
+        axis = model.kwarg(call, "axis")
+        if call.func.attr != "rename" or (type(axis) is ast.Constant and axis.value in (1, "columns")):
+            given = call.args[0]
+    mapping = model.resolve_dict(given, scope) if given is not None else None
+    if type(mapping) is not ast.Dict:
+        return []
+    out = []
+    for k, v in zip(mapping.keys, mapping.values, strict=False):
+        old = values.const_strings(k, scope) if k is not None else None
+        new = values.const_strings(v, scope)
+        if old and new and len(old) == 1 and len(new) == 1:
+            out.append((old[0], new[0]))
+    return out
+
+
 def on_register(col: Collector, call: ast.Call, scope: Scope) -> None:
     func = call.func
     if len(call.args) >= 2 and type(func.value) is ast.Attribute and func.value.attr == "udf":

@@ -1,6 +1,7 @@
 """Python values that become rows or columns outside any DataFrame method: lists of dict records turned into a
 table (``pa.Table.from_pylist(records)``, ``pd.DataFrame(records)``, ``spark.createDataFrame(records)``; tuple
-records too when the column names are given beside them: ``createDataFrame(rows, "a string, b int")``) and
+records too, named by the schema given beside them (``createDataFrame(rows, "a string, b int")``, a ``toDF``
+right after) or as Spark names them (``_1``, ``_2``...)) and
 Databricks notebook widgets (``dbutils.widgets.text(name, default)`` read back by ``dbutils.widgets.get``).
 
 Syntax only, as the collection pass needs it: which expression a record's field or a widget's default is;
@@ -23,15 +24,19 @@ def record_fields(
     """(field name, value expression, its scope) of every dict record of the list ``call`` turns into a table:
     a list literal of dicts, a list comprehension of a dict, or a list name filled by ``.append({...})``, ``.extend(...)`` (a list or a
     comprehension of dicts) or ``+=``; tuple records in those forms when the column names are given (a
-    schema of names or a DDL string, pandas' ``columns=``), each element the column of its position."""
+    schema of names or a DDL string, pandas' ``columns=``, a ``toDF`` of names) or Spark gives them (``_1``,
+    ``_2``... when no schema is given), each element the column of its position."""
     node = call.args[0] if call.args else model.kwarg(call, "data", "mapping")
     out: list[tuple[str, ast.AST, Scope]] = []
     if node is None:
         return out
     columns = _schema_names(model, values, call, scope)
-    for record, rscope in _records(model, node, scope, tuples=bool(columns)):
+    # no schema at all: Spark names a tuple's fields _1, _2... (pandas 0, 1...: not followed)
+    positional = columns is None and type(call.func) is ast.Attribute and call.func.attr == "createDataFrame"
+    for record, rscope in _records(model, node, scope, tuples=bool(columns) or positional):
         if type(record) is ast.Tuple:  # ("c", ts) with the names of the schema given beside the records
-            for name, value in zip(columns, record.elts, strict=False):
+            names = columns or [f"_{i}" for i in range(1, len(record.elts) + 1)]
+            for name, value in zip(names, record.elts, strict=False):
                 out.append((name, value, rscope))
             continue
         if type(record) is ast.Dict:
@@ -45,15 +50,26 @@ def record_fields(
     return out
 
 
-def _schema_names(model: SemanticModel, values: Values, call: ast.Call, scope: Scope) -> list[str]:
+def _schema_names(model: SemanticModel, values: Values, call: ast.Call, scope: Scope) -> list[str] | None:
     """The column names given beside tuple records: ``createDataFrame(rows, "a string, b int")`` or
-    ``(rows, ["a", "b"])``, pandas' ``DataFrame(rows, columns=["a", "b"])``; [] when not known."""
+    ``(rows, ["a", "b"])``, a ``StructType`` of ``StructField``s, ``createDataFrame(rows).toDF("a", "b")``,
+    pandas' ``DataFrame(rows, columns=["a", "b"])``; [] when they are not known, None when none are given."""
     schema = model.kwarg(call, "schema", "columns")
     func = call.func
-    if schema is None and len(call.args) > 1 and type(func) is ast.Attribute and func.attr == "createDataFrame":
+    spark = type(func) is ast.Attribute and func.attr == "createDataFrame"
+    if schema is None and len(call.args) > 1 and spark:
         schema = call.args[1]  # (pandas' second argument is the index)
+    renamed = model.chain_parent.get(id(call)) if schema is None and spark else None
+    if renamed is not None and renamed.func.attr == "toDF" and renamed.args:  # createDataFrame(rows).toDF("a", "b")
+        schema = renamed.args[0] if len(renamed.args) == 1 else ast.List(elts=renamed.args)
     if schema is None:
-        return []
+        return None
+    if type(schema) is ast.Name:
+        bound = model.single_value(schema, scope)
+        if bound is not None and type(bound[0]) is ast.Call:
+            schema, scope = bound
+    if type(schema) is ast.Call:  # StructType([StructField("a", ...), ...])
+        return _struct_names(values, schema, scope)
     if type(schema) is ast.List or type(schema) is ast.Tuple:
         names = [values.const_strings(e, scope) for e in schema.elts]
         return [n[0] for n in names] if all(n and len(n) == 1 for n in names) else []
@@ -71,6 +87,21 @@ def _schema_names(model: SemanticModel, values: Values, call: ast.Call, scope: S
             continue
         depth += (ch in "(<") - (ch in ")>")
         part += ch
+    return out
+
+
+def _struct_names(values: Values, schema: ast.Call, scope: Scope) -> list[str]:
+    fields = schema.args[0] if schema.args and (dotted(schema.func) or "").endswith("StructType") else None
+    if type(fields) is not ast.List:
+        return []
+    out = []
+    for f in fields.elts:
+        if type(f) is not ast.Call or not (dotted(f.func) or "").endswith("StructField") or not f.args:
+            return []
+        name = values.const_strings(f.args[0], scope)
+        if not name or len(name) != 1:
+            return []
+        out.append(name[0])
     return out
 
 

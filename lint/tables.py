@@ -17,6 +17,7 @@ from pathlib import Path
 
 from upsertsink.lint import chains
 from upsertsink.lint.callsites import called_name
+from upsertsink.lint.extract_columns import renamed_pairs
 from upsertsink.lint.facts import Facts, norm
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.reaching import reaching
@@ -36,7 +37,9 @@ _TEMP_VIEWS = frozenset({"createOrReplaceTempView", "createTempView", "createGlo
                          "createOrReplaceGlobalTempView"})
 _BUDGET = 5_000  # nodes one backward walk visits at most
 # calls that remove (or replace) columns: select keeps only the columns it names
-_REPLACING = frozenset({"drop", "withColumn", "withColumns", "select", "agg", "count", "withColumnRenamed"})
+_REPLACING = frozenset(
+    {"drop", "withColumn", "withColumns", "select", "agg", "count", "withColumnRenamed", "withColumnsRenamed", "rename"}
+)
 _GROUPING = frozenset({"groupBy", "groupby", "rollup", "cube"})
 _ALIASES = frozenset({"alias", "name"})
 _LOOKUP = frozenset({"\0lookup"})  # carried with the dropped columns: below the looked-up side of an outer join
@@ -252,8 +255,9 @@ class Targets:
         """The columns ``df.drop(...)`` removes: names given as strings (Spark's ``drop("a", "b")``, pandas'
         ``drop(columns=[...])`` or ``drop([...], axis=1)``); pandas' rows (``index=``, ``axis=0``) are none.
         ``withColumn("c", v)`` / ``withColumns({"c": v})`` replace the column ``c`` the DataFrame below
-        them held: its earlier value is not written either; ``withColumnRenamed("c", "d")`` writes it as
-        ``d``, and no column ``c``."""
+        them held: its earlier value is not written either; ``withColumnRenamed("c", "d")`` (and
+        ``withColumnsRenamed({"c": "d"})``, pandas' ``rename(columns={"c": "d"})``) writes it as ``d``, and
+        no column ``c``."""
         model = self.model
         if call.func.attr == "select":  # type: ignore[attr-defined]
             return self._selected_out(call, scope)
@@ -262,6 +266,8 @@ class Targets:
         if call.func.attr in ("withColumn", "withColumnRenamed"):  # type: ignore[attr-defined]
             names = self._values.const_strings(call.args[0], scope) if call.args else None
             return frozenset(norm(n) for n in names or ())
+        if call.func.attr in ("withColumnsRenamed", "rename"):  # type: ignore[attr-defined]
+            return frozenset(norm(old) for old, _new in renamed_pairs(model, self._values, call, scope))
         if call.func.attr == "withColumns":  # type: ignore[attr-defined]
             given = call.args[0] if call.args else None
             if type(given) is not ast.Dict:

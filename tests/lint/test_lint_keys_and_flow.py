@@ -566,6 +566,28 @@ def test_a_renamed_column_is_written_under_its_new_name_only() -> None:
     assert "(table `t1`)" in finding.message and "tmp_id" not in finding.message
 
 
+def test_columns_renamed_by_a_dict_are_followed_under_their_new_names() -> None:
+    # Spark 3.4's withColumnsRenamed({...}): before, the position-numbered key written as `order_id` was
+    # only a column warning for `tmp_id`, and the key error was missed
+    code = """
+    from pyspark.sql import functions as F
+    from upsertsink import UpsertSink
+    RENAMES = {{"tmp_id": "order_id", "cust": "customer"}}
+    df = spark.table("raw.o").withColumn("tmp_id", F.monotonically_increasing_id())
+    UpsertSink(spark, "silver.orders", keys=["order_id"]).write(df.withColumnsRenamed({arg}), batch_id=1)
+    df.drop("tmp_id").write.mode("overwrite").saveAsTable("t2")
+    """
+    for arg in ('{"tmp_id": "order_id"}', "RENAMES"):
+        [finding] = lint_code(code.format(arg=arg))
+        assert (finding.rule, finding.severity, finding.target, finding.column_name) == (
+            "ND004", "error", "key", "order_id"), arg
+        assert "tmp_id" not in finding.message, arg
+    # a rename whose new name is not known drops nothing: the value is still followed as `tmp_id`
+    [finding] = lint_code(code.format(arg="{'tmp_id': new_name}").replace("t2", "t3").replace(
+        'df.drop("tmp_id")', "df"))
+    assert (finding.rule, finding.column_name) == ("ND004", "tmp_id")
+
+
 def test_a_column_added_again_after_a_drop_is_written() -> None:
     code = """
     from pyspark.sql import functions as F

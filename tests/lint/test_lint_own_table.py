@@ -129,3 +129,65 @@ def test_tuple_records_are_followed_when_their_column_names_are_given() -> None:
         ("ND001", 12, "ts", "t"),
         ("ND001", 13, "ts", "t2"),
     ]
+
+
+def test_tuple_records_are_named_by_a_struct_type_a_to_df_or_as_spark_names_them() -> None:
+    # before: nothing (tuple records were followed only with a list or DDL string of names beside them)
+    code = """
+    from datetime import datetime
+    from pyspark.sql.types import StructType, StructField, StringType, TimestampType
+    from upsertsink import UpsertSink
+    SCHEMA = StructType([StructField("id", StringType()), StructField("loaded_at", TimestampType())])
+    rows = [("a", datetime.now())]
+    spark.createDataFrame(rows, SCHEMA).write.mode("overwrite").saveAsTable("t1")
+    spark.createDataFrame(rows).toDF("id", "seen_at").write.mode("overwrite").saveAsTable("t2")
+    spark.createDataFrame(rows).withColumnRenamed("_2", "ingested_at").write.mode("overwrite").saveAsTable("t3")
+    UpsertSink(spark, "t4", keys=["id"], sequence_by="_2").write(spark.createDataFrame(rows), batch_id=7)
+    """
+    [f] = lint_code(code)
+    assert (f.rule, f.line, f.severity, f.target, f.column_name) == ("ND001", 6, "error", "sequence", "_2")
+    assert "it also reaches `ingested_at`, `loaded_at`, `seen_at`:" in f.message
+    # a schema that is not known names nothing: its rows are not given Spark's default names
+    unknown = code.replace("spark.createDataFrame(rows, SCHEMA)", "spark.createDataFrame(rows, load_schema())")
+    [f] = lint_code(unknown)
+    assert "it also reaches `ingested_at`, `seen_at`:" in f.message
+
+
+def test_a_pandas_rename_of_columns_carries_a_value_to_its_new_name() -> None:
+    # before: the uuid was a column warning for `tmp`; renamed to the merge key, it is a key error
+    code = """
+    import uuid
+    import pandas as pd
+    from deltalake import DeltaTable
+    pdf = pd.DataFrame(rows)
+    pdf["tmp"] = [str(uuid.uuid4()) for _ in range(len(pdf))]
+    pdf = pdf.rename({rename})
+    (DeltaTable("s3://lake/events")
+        .merge(source=pdf, predicate="t.event_id = s.event_id", source_alias="s", target_alias="t")
+        .when_matched_update_all().when_not_matched_insert_all().execute())
+    """
+    for rename in ('columns={"tmp": "event_id"}', '{"tmp": "event_id"}, axis=1',
+                   '{"tmp": "event_id"}, axis="columns"'):
+        [f] = lint_code(code.format(rename=rename))
+        assert (f.rule, f.severity, f.target, f.column_name, f.table) == (
+            "ND003", "error", "key", "event_id", "s3://lake/events"), rename
+        assert "`tmp`" not in f.message, rename  # renamed away before the MERGE
+    # renaming the index renames no column
+    [f] = lint_code(code.format(rename='index={"tmp": "event_id"}'))
+    assert (f.severity, f.column_name) == ("warning", "tmp")
+
+
+def test_a_pandas_column_assignment_names_the_table_its_own_frame_goes_to() -> None:
+    # before: the column was tied to whichever pandas slice the module read last (`/lake/top`)
+    code = """
+    import uuid
+    import pandas as pd
+    from deltalake import write_deltalake
+    top = pd.read_parquet("/in/a").sort_values("id").iloc[:10]
+    write_deltalake("/lake/top", top)
+    other = pd.read_parquet("/in/b")
+    other["token"] = [str(uuid.uuid4()) for _ in range(len(other))]
+    write_deltalake("/lake/other", other)
+    """
+    [f] = lint_code(code)
+    assert (f.rule, f.column_name, f.table) == ("ND003", "token", "/lake/other")
