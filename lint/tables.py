@@ -41,6 +41,8 @@ _REPLACING = frozenset(
     {"drop", "withColumn", "withColumns", "select", "agg", "count", "withColumnRenamed", "withColumnsRenamed", "rename"}
 )
 _GROUPING = frozenset({"groupBy", "groupby", "rollup", "cube"})
+# pandas' groupby options that keep the grouping columns (as columns or as the index, written either way)
+_GROUP_OPTIONS = frozenset({"by", "as_index", "sort", "dropna", "observed", "group_keys"})
 _ALIASES = frozenset({"alias", "name"})
 _LOOKUP = frozenset({"\0lookup"})  # carried with the dropped columns: below the looked-up side of an outer join
 # A table whose name is not known (``DeltaTable.forName(spark, table)`` with ``table`` read from a conf): it is
@@ -328,9 +330,10 @@ class Targets:
         if not grouped and call.func.attr == "count":  # type: ignore[attr-defined]
             return frozenset()  # df.count() is a number, not a DataFrame
         if grouped:
-            if receiver.keywords:  # pandas' by=, as_index=...
+            if any(kw.arg not in _GROUP_OPTIONS for kw in receiver.keywords):
                 return frozenset()
-            for arg in receiver.args:
+            by = self.model.kwarg(receiver, "by")  # pandas' groupby(by=...)
+            for arg in [*receiver.args, *([by] if by is not None else [])]:
                 names = self._values.col_names(arg, scope)
                 if not _plain(names):
                     return frozenset()

@@ -191,3 +191,24 @@ def test_a_pandas_column_assignment_names_the_table_its_own_frame_goes_to() -> N
     """
     [f] = lint_code(code)
     assert (f.rule, f.column_name, f.table) == ("ND003", "token", "/lake/other")
+
+
+def test_a_pandas_groupby_with_options_keeps_only_its_groups_and_aggregates() -> None:
+    # before: any keyword on groupby (as_index=False, by=) dropped nothing, so the column was said to reach
+    # both tables and the message named neither
+    code = """
+    import uuid
+    import pandas as pd
+    from deltalake import write_deltalake
+    pdf = pd.read_parquet("/in/a")
+    pdf["batch_token"] = str(uuid.uuid4())
+    write_deltalake("/lake/raw", pdf)
+    daily = pdf.groupby({group}).agg(total=("amount", "sum"))
+    write_deltalake("/lake/daily", daily, mode="overwrite")
+    """
+    for group in ('["day", "region"], as_index=False', 'by="day", sort=False', '"day"'):
+        [f] = lint_code(code.format(group=group))
+        assert (f.column_name, f.table) == ("batch_token", "/lake/raw"), group
+    # grouped by the column itself: it reaches both tables
+    [f] = lint_code(code.format(group='["day", "batch_token"], as_index=False'))
+    assert f.table is None
