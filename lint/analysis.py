@@ -138,7 +138,7 @@ class ModuleAnalysis:
                 sources = taint.write_taint(w)
                 if not sources:
                     continue
-                found = targets().column_tables(w.anchor, w.column)
+                found = targets().column_tables(w.anchor, w.column, w.scope)
                 if found is None:
                     continue  # dropped before every write it flows into (``.drop("rn")``)
                 tables = found

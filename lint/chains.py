@@ -57,12 +57,32 @@ def looked_only(model: SemanticModel, call: ast.Call) -> bool:
         if id(parent) in model.looked_args:
             return True
         assert isinstance(parent.func, ast.Attribute)
+        if parent.func.attr in GROUPING:  # groupBy(...).count(): the aggregation is a DataFrame
+            parent = aggregation(model, parent)
+            if parent is None:
+                return False
+            if id(parent) in model.looked_args:
+                return True
+            parent = model.chain_parent.get(id(parent))
+            continue
         if parent.func.attr in LOOK_ONLY_ACTIONS:
             return True
         if parent.func.attr not in PASS_THROUGH:
             return False
         parent = model.chain_parent.get(id(parent))
     return False
+
+
+GROUPING = frozenset({"groupBy", "groupby", "rollup", "cube"})
+
+
+def aggregation(model: SemanticModel, grouping: ast.Call) -> ast.Call | None:
+    """The call aggregating a grouping (``.count()``, ``.agg(...)``; past a ``pivot``), which makes a DataFrame
+    again; None when the grouped data is not aggregated in the same chain."""
+    agg = model.chain_parent.get(id(grouping))
+    while agg is not None and agg.func.attr == "pivot":  # type: ignore[attr-defined]
+        agg = model.chain_parent.get(id(agg))
+    return agg
 
 
 def quick_look(model: SemanticModel, call: ast.Call, writes_table: bool) -> bool:
@@ -207,7 +227,11 @@ class Uses:
                     return True
                 if p.attr in LOOK_ONLY_ACTIONS:  # rows fetched to the driver are only looked at unless kept
                     return self._fetched(call, scope)
-                if p.attr not in PASS_THROUGH:
+                if p.attr in GROUPING:  # cur.groupBy(...).count(): on with the aggregated DataFrame
+                    call = aggregation(self.model, call)
+                    if call is None:
+                        return True
+                elif p.attr not in PASS_THROUGH:
                     return True
             elif t is ast.Call and (cur in p.args or any(kw.value is cur for kw in p.keywords)):
                 f = p.func

@@ -77,6 +77,7 @@ class Collector:
         self.rule_state: dict[str, object] = {}  # per-module scratch space of rule extractors, by rule
         self.widgets: dict[str, tuple[ast.AST, Scope]] = {}
         self._current: ast.Call | None = None  # the call being read: the anchor of what it writes
+        self._given: set[str] | None = None
 
     def collect(self, ctx: Context) -> Facts:
         """Read every call (``ctx`` is what the rules' extractors see), then freeze the facts."""
@@ -95,7 +96,7 @@ class Collector:
             sl = target.slice
             if type(sl) is ast.Tuple and sl.elts:  # pdf.loc[:, "col"] = ...
                 sl = sl.elts[-1]
-            if type(sl) is ast.Constant and isinstance(sl.value, str):
+            if type(sl) is ast.Constant and isinstance(sl.value, str) and not self._plain_dict(target.value, scope):
                 self._current = self._frame_made(target.value, scope)
                 self._add_write(sl.value, scope, value, node=target)
         self._current = None
@@ -236,6 +237,30 @@ class Collector:
         bound = reaching(self.model, node, scope)[1]
         return bound[0] if len(bound) == 1 and type(bound[0]) in (ast.Call, ast.Subscript) else None
 
+    def _plain_dict(self, node: ast.AST, scope: Scope) -> bool:
+        """Is ``node["k"] = v`` a dict's item, not a DataFrame's column: ``node`` (a name, or ``self.attr``) is
+        bound to dict literals or ``dict()`` only, and a name is never made a record (appended to a list,
+        put in a list literal, given to a call), as a run's metrics or timings are."""
+        if type(node) is ast.Attribute:
+            bound = [v for v, _s in self.model.attr_values(node, scope) or ()]
+        elif type(node) is ast.Name:
+            bound = reaching(self.model, node, scope)[1]
+        else:
+            return False
+        if not bound or not all(_is_dict(v) for v in bound):
+            return False
+        if type(node) is ast.Attribute:
+            return True
+        if self._given is None:  # the names given to calls (in a list or tuple too), computed once
+            self._given = {
+                a.id
+                for call, _s in self.model.calls
+                for arg in call.args
+                for a in (arg.elts if type(arg) in (ast.List, ast.Tuple) else (arg,))
+                if type(a) is ast.Name
+            }
+        return node.id not in self._given
+
     def _external_call(self, call: ast.Call, scope: Scope, ext: tuple[dict, str, str]) -> None:
         """A call of another file's function: the columns it writes are written here, its keys known here."""
         entry, _kind, label = ext
@@ -280,6 +305,13 @@ class Collector:
                 self._row(RowEffect(kind, scope, sql=(part, text)))
         else:
             self._row(RowEffect(kind, scope, expr=cond))
+
+
+def _is_dict(node: ast.AST) -> bool:
+    t = type(node)
+    return t is ast.Dict or t is ast.DictComp or (
+        t is ast.Call and type(node.func) is ast.Name and node.func.id in ("dict", "defaultdict", "OrderedDict")
+    )
 
 
 _COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

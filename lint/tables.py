@@ -40,7 +40,6 @@ _BUDGET = 5_000  # nodes one backward walk visits at most
 _REPLACING = frozenset(
     {"drop", "withColumn", "withColumns", "select", "agg", "count", "withColumnRenamed", "withColumnsRenamed", "rename"}
 )
-_GROUPING = frozenset({"groupBy", "groupby", "rollup", "cube"})
 # pandas' groupby options that keep the grouping columns (as columns or as the index, written either way)
 _GROUP_OPTIONS = frozenset({"by", "as_index", "sort", "dropna", "observed", "group_keys"})
 _ALIASES = frozenset({"alias", "name"})
@@ -220,18 +219,32 @@ class Targets:
             return frozenset()
         return frozenset(t for t in self._flows.get(id(anchor), ()) if t != _UNNAMED)
 
-    def column_tables(self, anchor: ast.AST | None, column: str) -> frozenset[str] | None:
+    def column_tables(
+        self, anchor: ast.AST | None, column: str, scope: Scope | None = None
+    ) -> frozenset[str] | None:
         """The tables the column ``anchor`` writes reaches: ``tables_of(anchor)`` less those it is dropped
         on the way to (empty: a table whose name is not known, or none found); None when it is dropped on
-        the way to every write it is followed to, named or not (dropped before every write)."""
+        the way to every write it is followed to, named or not (dropped before every write), or, when no
+        write is known, later in its own chain (``withColumn("rn", ...).filter(...).drop("rn")``)."""
         flows = self._flows.get(id(anchor)) if anchor is not None else None
         if not flows:
-            return frozenset()
+            return None if scope is not None and self._dropped_in_chain(anchor, column, scope) else frozenset()
         col_n = norm(column)
         kept = [t for t in flows if col_n not in self._dropped.get((id(anchor), t), ())]
         if not kept:
             return None
         return frozenset(t for t in kept if t != _UNNAMED)
+
+    def _dropped_in_chain(self, anchor: ast.AST | None, column: str, scope: Scope) -> bool:
+        col_n = norm(column)
+        call = self.model.chain_parent.get(id(anchor)) if type(anchor) is ast.Call else None
+        for _ in range(30):
+            if call is None:
+                return False
+            if call.func.attr in _REPLACING and col_n in self._drops(call, scope):  # type: ignore[attr-defined]
+                return True
+            call = self.model.chain_parent.get(id(call))
+        return False
 
     def unnamed_only(self, anchor: ast.AST | None) -> bool:
         """Is the DataFrame made by ``anchor`` followed only to writes whose table name is not known?"""
@@ -325,7 +338,7 @@ class Targets:
         grouped = (
             type(receiver) is ast.Call
             and type(receiver.func) is ast.Attribute
-            and receiver.func.attr in _GROUPING
+            and receiver.func.attr in chains.GROUPING
         )
         if not grouped and call.func.attr == "count":  # type: ignore[attr-defined]
             return frozenset()  # df.count() is a number, not a DataFrame
