@@ -76,6 +76,7 @@ class Collector:
         self.writes_data = model.dbt_model
         self.rule_state: dict[str, object] = {}  # per-module scratch space of rule extractors, by rule
         self.widgets: dict[str, tuple[ast.AST, Scope]] = {}
+        self.ext_frames: list[tuple[ast.AST, Scope, str | None]] = []
         self._current: ast.Call | None = None  # the call being read: the anchor of what it writes
         self._given: set[str] | None = None
 
@@ -135,6 +136,7 @@ class Collector:
             writes_data=self.writes_data,
             rule_state=self.rule_state,
             widgets=MappingProxyType(dict(self.widgets)),
+            ext_frames=tuple(self.ext_frames),
         )
 
     # ---- what rules' extractors record
@@ -288,6 +290,10 @@ class Collector:
                 for k in self.values.const_strings(given_argument(call, position, name), scope) or ():
                     if _COLUMN_NAME.fullmatch(k):
                         self.ext_keys.append((k, scope, table))
+            for position, name in entry.get("frame_arg", ()):  # the DataFrame it writes into that table
+                frame = given_argument(call, position, name)
+                if frame is not None:
+                    self.ext_frames.append((frame, scope, table))
             for position, name in entry.get("cond_arg", ()):  # the MERGE's condition, given whole
                 arg = given_argument(call, position, name)
                 text = self.values.str_value(arg, scope) if arg is not None else None

@@ -148,6 +148,8 @@ class Facts:
     rule_state: dict = field(default_factory=dict)
     # notebook widget name -> (its default value, scope): what ``dbutils.widgets.get(name)`` may return
     widgets: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    # another file's write helper called here: (the DataFrame given to it, its scope, the table given or None)
+    ext_frames: tuple[tuple[ast.AST, Scope, str | None], ...] = ()
     by_column: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:

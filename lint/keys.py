@@ -13,7 +13,7 @@ from upsertsink.lint.callsites import arguments, call_sites
 from upsertsink.lint.facts import SCD2_FLOW_LABEL, Facts, KeyDecl, norm, strip_qualifier
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
-from upsertsink.lint.tables import merge_target, sink_target
+from upsertsink.lint.tables import merge_target, sink_sources, sink_target
 from upsertsink.lint.values import Values
 
 _ORDER_OPS = (ast.Gt, ast.GtE, ast.Lt, ast.LtE)
@@ -224,13 +224,32 @@ def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope
             for col in cols:
                 key_args.update(_stand_in(strip_qualifier(col), len(params)))
     out: dict[str, list] = {}
+    # the parameter holding the DataFrame written (the MERGE's source, what the sink writes): the caller's
+    # argument goes to the table the caller gives (tables.Targets)
+    written = [c.args[0] if c.args else model.kwarg(c, "source") for c, _cond, _sc in merges]
+    written += [frame for c, sc in sinks for frame, where in sink_sources(model, c) if where is sc]
+    frame_args = {params.index(n) for n in (_base_name(model, w) for w in written) if n in params}
     if key_args:
         out["key_args"] = [[i, params[i]] for i in sorted(key_args)]
+    if frame_args and table_args:
+        out["frame_arg"] = [[i, params[i]] for i in sorted(frame_args)]
     if table_args:
         out["table_arg"] = [[i, params[i]] for i in sorted(table_args)]
     if cond_args:
         out["cond_arg"] = [[i, params[i]] for i in sorted(cond_args)]
     return out
+
+
+def _base_name(model: SemanticModel, node: ast.AST | None) -> str | None:
+    """The name a DataFrame expression starts from (``df`` of ``df.alias("s")``), if it is a name."""
+    for _ in range(30):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute:
+            node = node.func.value
+        elif type(node) is ast.Attribute:
+            node = node.value
+        else:
+            break
+    return node.id if type(node) is ast.Name else None
 
 
 def _stand_in(text: str | None, count: int) -> tuple[int, ...]:

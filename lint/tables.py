@@ -13,10 +13,11 @@ the module, as before tables were told apart. A column dropped on the way (``.dr
 from __future__ import annotations
 
 import ast
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from upsertsink.lint import chains
-from upsertsink.lint.callsites import called_name
+from upsertsink.lint.callsites import arguments, call_sites, called_name
 from upsertsink.lint.extract_columns import renamed_pairs
 from upsertsink.lint.facts import Facts, norm
 from upsertsink.lint.model import SemanticModel
@@ -72,6 +73,22 @@ def sink_target(model: SemanticModel, values: Values, call: ast.Call, scope: Sco
     return _name(values, arg, scope)
 
 
+def sink_sources(model: SemanticModel, sink: ast.Call) -> list[tuple[ast.AST, Scope]]:
+    """The DataFrames given to the sink's ``write(df, ...)``: on the sink itself or a name bound to it."""
+    out: list[tuple[ast.AST, Scope]] = []
+    for call, scope in model.calls:
+        func = call.func
+        if type(func) is not ast.Attribute or func.attr != "write" or not call.args:
+            continue
+        receiver = func.value
+        if type(receiver) is ast.Name:
+            bound = model.single_value(receiver, scope)
+            receiver = bound[0] if bound is not None else receiver
+        if receiver is sink:
+            out.append((call.args[0], scope))
+    return out
+
+
 def _plain(names: list[str]) -> bool:
     """Are these column names all known plain names (no unknown expression, star or nested field)?"""
     return bool(names) and not any(n.startswith("<") or "*" in n or "." in n for n in names)
@@ -98,23 +115,31 @@ class Targets:
         self._values = values
         self._columns = frozenset(facts.by_column)  # every column the module writes (normalized)
         self.keyless: set[str] = set()  # tables written by a writer that takes no key (saveAsTable...)
+        # a write inside a helper of the module (``def upsert(df, table, keys)``) is read once per call of the
+        # helper, with that call's arguments: each call's DataFrame goes to that call's table
         for call, _cond, scope in facts.merges:
-            table = merge_target(model, values, call, scope)
-            source = call.args[0] if call.args else model.kwarg(call, "source")
-            if source is not None:
-                self._follow(source, scope, table or _UNNAMED)
-            if table is None:
-                continue
-            clause: ast.Call | None = call  # the MERGE and its clauses write the table too
-            while clause is not None:
-                self._flows.setdefault(id(clause), set()).add(table)
-                clause = model.chain_parent.get(id(clause))
+            for args in self._calls_of(scope):
+                with self._bound(scope, args):
+                    table = merge_target(model, values, call, scope)
+                source = call.args[0] if call.args else model.kwarg(call, "source")
+                if source is not None:
+                    self._follow(source, scope, table or _UNNAMED, args)
+                if table is None:
+                    continue
+                clause: ast.Call | None = call  # the MERGE and its clauses write the table too
+                while clause is not None:
+                    self._flows.setdefault(id(clause), set()).add(table)
+                    clause = model.chain_parent.get(id(clause))
         for call, scope in facts.sink_calls:
-            table = sink_target(model, values, call, scope)
-            for source, where in self._sink_sources(call):
-                self._follow(source, where, table or _UNNAMED)
-            if table is not None:  # the sink's own choices (delete_when) decide its table's rows
-                self._flows.setdefault(id(call), set()).add(table)
+            for args in self._calls_of(scope):
+                with self._bound(scope, args):
+                    table = sink_target(model, values, call, scope)
+                for source, where in sink_sources(model, call):
+                    self._follow(source, where, table or _UNNAMED, args if where is scope else None)
+                if table is not None:  # the sink's own choices (delete_when) decide its table's rows
+                    self._flows.setdefault(id(call), set()).add(table)
+        for frame, scope, table in facts.ext_frames:  # upsert(df, "silver.t", keys) of another file
+            self._follow(frame, scope, table or _UNNAMED)
         self._pipelines(facts)
         if model.dbt_model and "model" in model.module.funcs:  # dbt writes what ``model`` returns
             fscope = model.module.funcs["model"][1]
@@ -154,6 +179,16 @@ class Targets:
             if keyless:
                 self.keyless.add(table)
             self._views_read(reads, table, views, frames, set())
+
+    def _calls_of(self, scope: Scope) -> list[dict[str, tuple[ast.AST, Scope]] | None]:
+        """What each call of the function of ``scope`` in this module gives its parameters; [None] (read
+        once, parameters unknown) for code outside a function or a function not called here."""
+        if scope.kind != "function" or not self._values.may_call(scope):
+            return [None]
+        return [arguments(site, where, scope) for site, where in call_sites(self.model, scope)] or [None]
+
+    def _bound(self, scope: Scope, args: dict[str, tuple[ast.AST, Scope]] | None) -> AbstractContextManager:
+        return self._values.at_call(scope, args) if args is not None else nullcontext()
 
     def _writer_chain(self, node: ast.AST, table: str) -> None:
         """The writer's own calls (``df.write.mode(...).option("replaceWhere", ...)``) write ``table``: a
@@ -366,24 +401,13 @@ class Targets:
         kept.update(norm(kw.arg) for kw in call.keywords if kw.arg)
         return self._columns - kept
 
-    def _sink_sources(self, sink: ast.Call) -> list[tuple[ast.AST, Scope]]:
-        """The DataFrames given to the sink's ``write(df, ...)``: on the sink itself or a name bound to it."""
-        out: list[tuple[ast.AST, Scope]] = []
-        for call, scope in self.model.calls:
-            func = call.func
-            if type(func) is not ast.Attribute or func.attr != "write" or not call.args:
-                continue
-            receiver = func.value
-            if type(receiver) is ast.Name:
-                bound = self.model.single_value(receiver, scope)
-                receiver = bound[0] if bound is not None else receiver
-            if receiver is sink:
-                out.append((call.args[0], scope))
-        return out
-
-    def _follow(self, node: ast.AST, scope: Scope, table: str) -> None:
-        """Mark every DataFrame call ``node`` is built from as flowing into ``table``."""
+    def _follow(
+        self, node: ast.AST, scope: Scope, table: str, args: dict[str, tuple[ast.AST, Scope]] | None = None
+    ) -> None:
+        """Mark every DataFrame call ``node`` is built from as flowing into ``table``; ``args``: what one
+        call of the function ``node`` is in gives its parameters (followed into the caller)."""
         model = self.model
+        home = scope
         none: frozenset[str] = frozenset()
         # each entry carries the columns dropped between it and the write; a node is visited once per set
         stack: list[tuple[ast.AST, Scope, frozenset[str]]] = [(node, scope, none)]
@@ -425,5 +449,7 @@ class Targets:
             elif t is ast.Name:
                 owner, bound = reaching(model, node, scope)
                 stack.extend((v, owner, gone) for v in bound)
+                if args and owner is home and node.id in args and node.id in home.params:
+                    stack.append((*args[node.id], gone))  # a parameter: the argument of this call
             elif t is ast.List or t is ast.Tuple:
                 stack.extend((e, scope, gone) for e in node.elts)

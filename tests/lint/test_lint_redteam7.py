@@ -82,3 +82,50 @@ def test_a_column_dropped_later_in_its_own_chain_is_not_written() -> None:
     # kept in the chain: the numbering is a column
     [f] = lint_code(helper.replace('.drop("rn")', ""))
     assert (f.rule, f.column_name) == ("ND006", "rn")
+
+
+MERGE_HELPER = """
+from delta.tables import DeltaTable
+def merge_upsert(spark, df, table, keys):
+    cond = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    DeltaTable.forName(spark, table).alias("t").merge(df.alias("s"), cond).whenMatchedUpdateAll().execute()
+"""
+CALLS = """
+headers = spark.read.table("bronze.returns").dropDuplicates(["return_ref"])
+merge_upsert(spark, headers, "silver.return_headers", ["return_ref"])
+merge_upsert(spark, spark.read.table("bronze.lines"), "silver.return_lines", ["return_ref", "line_no"])
+"""
+
+
+def test_a_write_helper_called_twice_sends_each_calls_frame_to_that_calls_table() -> None:
+    # before: the dedup of `headers` was judged against every call's keys: an error on `line_no` of
+    # silver.return_lines, a table `headers` never goes to (its subset holds return_headers' whole key)
+    [f] = lint_code(MERGE_HELPER + CALLS)
+    assert (f.rule, f.line, f.severity, f.column_name, f.table) == (
+        "ND007", 7, "warning", "*", "silver.return_headers")
+    sink = (
+        "from upsertsink import UpsertSink\n"
+        "def merge_upsert(spark, df, table, keys):\n"
+        "    UpsertSink(table, keys=keys).write(df)\n"
+    )
+    [f] = lint_code(sink + CALLS)
+    assert (f.rule, f.severity, f.table) == ("ND007", "warning", "silver.return_headers")
+    # a subset short of that table's key is an error against that table
+    [f] = lint_code(MERGE_HELPER + CALLS.replace('["return_ref"])\nmerge', '["return_ref"])\nmerge').replace(
+        '"silver.return_headers", ["return_ref"]', '"silver.return_headers", ["return_ref", "site"]'))
+    assert (f.severity, f.column_name, f.table) == ("error", "site", "silver.return_headers")
+
+
+def test_a_write_helper_of_another_file_sends_each_calls_frame_to_that_calls_table(tmp_path, monkeypatch) -> None:
+    from upsertsink.lint.config import Settings
+    from upsertsink.lint.runner import lint_paths
+
+    (tmp_path / "common").mkdir()
+    (tmp_path / "common" / "__init__.py").write_text("")
+    (tmp_path / "common" / "merge_utils.py").write_text(MERGE_HELPER)
+    (tmp_path / "job.py").write_text("from common.merge_utils import merge_upsert\n" + CALLS)
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+    settings.root = tmp_path
+    [f] = lint_paths([tmp_path], settings, use_cache=False).findings
+    assert (f.path, f.rule, f.line, f.severity, f.table) == ("job.py", "ND007", 3, "warning", "silver.return_headers")
