@@ -271,7 +271,11 @@ class ModuleAnalysis:
                     entry["strings"] = strings
                 elif type(real[0]) is ast.Constant and type(real[0].value) is int:
                     entry["number"] = real[0].value  # e.g. SCD_TYPE = 2, passed to a sink as scd_type
-                elif type(real[0]) is not ast.List:
+                elif type(real[0]) is ast.Dict or type(real[0]) is ast.List:
+                    literal = _literal(real[0])  # a config dict: its entries are read where it is imported
+                    if literal is not None:
+                        entry["literal"] = literal
+                else:
                     text = self.values.str_value(real[0], model.module)
                     if text is not None and len(text.text) <= 20_000:
                         entry["text"] = text.text
@@ -344,6 +348,17 @@ def _no_table(entry: tuple) -> tuple:
     """A write followed only to tables of unknown name is judged against every key of the module, but it
     goes into none of the tables those keys belong to: its message names no table."""
     return (*entry[:4], None)
+
+
+def _literal(node: ast.AST) -> str | None:
+    """A dict or list of constants (strings, numbers, nested dicts and lists) as Python text, at most 20,000
+    characters; None for anything else."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    text = repr(value)
+    return text if len(text) <= 20_000 and not isinstance(value, (set, frozenset)) else None
 
 
 def _one(tables: frozenset[str]) -> str | None:

@@ -40,6 +40,7 @@ class Values:
         # (id(function scope), parameter) -> the argument one call site gives it (see :meth:`at_call`)
         self._args: dict[tuple[int, str], tuple[ast.AST, Scope]] = {}
         self._calling: list[int] = []  # the functions whose calls are being evaluated, innermost last
+        self._literals: dict[str, ast.AST] = {}  # other files' constant dicts and lists, parsed once
 
     @contextmanager
     def at_call(self, fscope: Scope, args: dict[str, tuple[ast.AST, Scope]]) -> Iterator[None]:
@@ -412,10 +413,10 @@ class Values:
             if type(base) is ast.Subscript:
                 bound = self.dict_item(base, where, depth + 1)
             elif type(base) is ast.Name:
-                bound = self._single(base, where)
+                bound = self._single(base, where) or self._imported_literal(base, where)
             elif type(base) is ast.Attribute:
                 attrs = self.model.attr_values(base, where)
-                bound = attrs[0] if attrs is not None and len(attrs) == 1 else None
+                bound = attrs[0] if attrs is not None and len(attrs) == 1 else self._imported_literal(base, where)
             else:
                 break
             if bound is None:
@@ -435,6 +436,17 @@ class Values:
             if type(k) is ast.Constant and type(k.value) is type(sl.value) and k.value == sl.value:
                 found = v  # the last one wins, as in Python
         return (found, where) if found is not None else None
+
+    def _imported_literal(self, node: ast.AST, scope: Scope) -> tuple[ast.AST, Scope] | None:
+        """Another file's constant dict or list (``from config import TABLES``), as the literal it exports."""
+        ext = self.model.resolve_external(node, scope)
+        text = ext[0].get("literal") if ext is not None and ext[1] == "value" else None
+        if not isinstance(text, str):
+            return None
+        parsed = self._literals.get(text)
+        if parsed is None:
+            parsed = self._literals[text] = ast.parse(text, mode="eval").body
+        return parsed, self.model.module
 
     def const_int(self, node: ast.AST | None, scope: Scope, depth: int = 0) -> int | None:
         """The integer a constant expression evaluates to: a literal, a name or ``self.attr`` bound once to

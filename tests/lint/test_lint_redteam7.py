@@ -129,3 +129,39 @@ def test_a_write_helper_of_another_file_sends_each_calls_frame_to_that_calls_tab
     settings.root = tmp_path
     [f] = lint_paths([tmp_path], settings, use_cache=False).findings
     assert (f.path, f.rule, f.line, f.severity, f.table) == ("job.py", "ND007", 3, "warning", "silver.return_headers")
+
+
+def test_keys_and_sequence_from_a_config_dict_of_another_file(tmp_path, monkeypatch) -> None:
+    # before: entries of a dict imported from another file were never read: a clock in the key and in the
+    # sequence were column warnings (the same dict in the job's own file gave the errors)
+    from upsertsink.lint.config import Settings
+    from upsertsink.lint.runner import lint_paths
+
+    (tmp_path / "common").mkdir()
+    (tmp_path / "common" / "__init__.py").write_text("")
+    (tmp_path / "common" / "config.py").write_text(
+        'TABLES = {"hist": {"name": "silver.hist", "keys": ["product_code"], "sequence_by": "valid_from"}}\n'
+        'JOBS = [{"table": "silver.other", "keys": ["other_id"]}]\n'
+    )
+    (tmp_path / "job.py").write_text(
+        "from pyspark.sql import functions as F\n"
+        "from upsertsink import UpsertSink\n"
+        "from common import config\n"
+        "from common.config import TABLES\n"
+        'CFG = TABLES["hist"]\n'
+        'a = df.withColumn("product_code", F.current_timestamp().cast("string"))\n'
+        'b = a.withColumn("valid_from", F.current_timestamp())\n'
+        'UpsertSink.for_table(CFG["name"], keys=CFG["keys"], sequence_by=CFG["sequence_by"]).write(b, batch_id=1)\n'
+        'c = df.withColumn("other_id", F.uuid())\n'
+        'UpsertSink(config.JOBS[0]["table"], keys=config.JOBS[0]["keys"]).write(c, batch_id=1)\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+    settings.root = tmp_path
+    got = [(f.line, f.rule, f.severity, f.target, f.column_name, f.table)
+           for f in lint_paths([tmp_path], settings, use_cache=False).findings]
+    assert got == [
+        (6, "ND001", "error", "key", "product_code", "silver.hist"),
+        (7, "ND001", "error", "sequence", "valid_from", "silver.hist"),
+        (9, "ND003", "error", "key", "other_id", "silver.other"),
+    ]
