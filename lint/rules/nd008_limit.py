@@ -89,7 +89,8 @@ RULE = Rule(
     description="""
 Without `orderBy`, `limit(n)` returns whichever n rows the first tasks produce. Limits that only feed an
 action that looks at the data (`show()`, `collect()`, `toPandas()`, `count()`, `display(...)`...) are not
-reported, nor is `limit(0)` (it selects nothing, e.g. to take a schema). The
+reported, also through a grouped aggregation (`df.limit(10).groupBy("k").count().show()`), nor is
+`limit(0)` (it selects nothing, e.g. to take a schema). The
 ordering is searched along the method chain and through one variable (`ordered = df.orderBy(...)`;
 `ordered.limit(10)`). pandas' `head(n)`, `tail(n)` and `iloc[:n]` choose rows the same way on a frame known to
 be pandas (`toPandas()`, `to_pandas()`, `pd.read_*`, `pd.DataFrame(...)`, `DataFrame(...)` imported from
