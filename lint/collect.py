@@ -241,8 +241,9 @@ class Collector:
 
     def _plain_dict(self, node: ast.AST, scope: Scope) -> bool:
         """Is ``node["k"] = v`` a dict's item, not a DataFrame's column: ``node`` (a name, or ``self.attr``) is
-        bound to dict literals or ``dict()`` only, and a name is never made a record (appended to a list,
-        put in a list literal, given to a call), as a run's metrics or timings are."""
+        bound to dict literals or ``dict()`` only, and a name is never made a record (appended to a list, put
+        in a list or tuple, given to a table or row constructor, yielded), as a run's metrics or timings are
+        (returned, logged)."""
         if type(node) is ast.Attribute:
             bound = [v for v, _s in self.model.attr_values(node, scope) or ()]
         elif type(node) is ast.Name:
@@ -253,14 +254,20 @@ class Collector:
             return False
         if type(node) is ast.Attribute:
             return True
-        if self._given is None:  # the names given to calls (in a list or tuple too), computed once
-            self._given = {
+        if self._given is None:  # the names made records, computed once
+            given = {
                 a.id
                 for call, _s in self.model.calls
-                for arg in call.args
-                for a in (arg.elts if type(arg) in (ast.List, ast.Tuple) else (arg,))
+                if called_name(call.func) in _RECORD_TAKERS
+                for a in [*call.args, *(kw.value for kw in call.keywords)]
                 if type(a) is ast.Name
             }
+            for n in ast.walk(self.model.tree):
+                if type(n) in (ast.List, ast.Tuple, ast.Set):
+                    given.update(e.id for e in n.elts if type(e) is ast.Name)
+                elif type(n) in (ast.Yield, ast.YieldFrom) and type(n.value) is ast.Name:
+                    given.add(n.value.id)
+            self._given = given
         return node.id not in self._given
 
     def _external_call(self, call: ast.Call, scope: Scope, ext: tuple[dict, str, str]) -> None:
@@ -311,6 +318,13 @@ class Collector:
                 self._row(RowEffect(kind, scope, sql=(part, text)))
         else:
             self._row(RowEffect(kind, scope, expr=cond))
+
+
+# calls that make a dict a row: collected into a list, or given to a table or row constructor
+_RECORD_TAKERS = frozenset(
+    {"append", "extend", "insert", "add", "put", "DataFrame", "createDataFrame", "from_pylist", "from_pydict",
+     "from_records", "from_dict", "json_normalize", "Row", "write_deltalake", "RecordBatch"}
+)
 
 
 def _is_dict(node: ast.AST) -> bool:

@@ -23,6 +23,7 @@ def test_a_plain_dict_item_is_not_a_dataframe_column() -> None:
         t = time.monotonic()
         work()
         stats["seconds"] = time.monotonic() - t
+        log.info("done %s", stats)
         return stats
     """
     assert lint_code(code) == []
@@ -41,6 +42,16 @@ def test_a_plain_dict_item_is_not_a_dataframe_column() -> None:
     """
     [f] = lint_code(record)
     assert (f.rule, f.column_name) == ("ND001", "loaded_at")
+    generated = """
+    from datetime import datetime
+    def records(items):
+        for it in items:
+            r = {}
+            r["ts"] = datetime.now()
+            yield r
+    """
+    [f] = lint_code(generated)
+    assert (f.rule, f.column_name) == ("ND001", "ts")
 
 
 def test_a_grouped_aggregation_that_is_only_shown_is_a_look() -> None:
