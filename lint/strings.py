@@ -283,3 +283,15 @@ def literal_text(node: ast.Constant | ast.JoinedStr, lines: Sequence[str]) -> Po
         body_start = (line_no, col + k + len(quote))
         _decode_body(body, body_start, "r" in prefix, "f" in prefix, holes, out, fields)
     return out
+
+
+def stand_in_literal(text: str, at: ast.AST) -> ast.AST:
+    """Another file's constant dict or list, parsed from the text its summary exports (``{'k': [...]}``).
+    Its strings are not in this file's text: each is a stand-in, read as its value and placed where the
+    constant is used (``at``)."""
+    parsed = ast.parse(text, mode="eval").body
+    for sub in ast.walk(parsed):
+        if type(sub) is ast.Constant:
+            sub.stand_in = True  # type: ignore[attr-defined]
+            sub.lineno, sub.col_offset = at.lineno, at.col_offset  # type: ignore[attr-defined]
+    return parsed

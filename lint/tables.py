@@ -100,8 +100,15 @@ def _bare(name: str) -> str:
 
 
 def _name(values: Values, node: ast.AST | None, scope: Scope) -> str | None:
-    names = values.const_strings(node, scope) if node is not None else None
-    return names[0] if names else None
+    """The table name or path an expression gives: a string (``base + "/orders"``, an f-string, a name or
+    parameter bound to one), or one string of a list; None when any part of it is not known."""
+    if node is None:
+        return None
+    text = values.str_value(node, scope)
+    if text is not None and "__ph" not in text.text:
+        return text.text
+    names = values.const_strings(node, scope)
+    return names[0] if names and len(names) == 1 else None
 
 
 class Targets:
@@ -233,10 +240,14 @@ class Targets:
             param = "target" if kind == "append_flow" else "name"
             given = model.kwarg(dec, param) if type(dec) is ast.Call else None
             name = _name(values, given, fscope.parent or fscope) if given is not None else None
+            if name is None and given is not None:
+                name = _UNNAMED  # name=f"{table}_raw": a table, not the function's name
             name = name or fscope.node.name  # type: ignore[attr-defined]
-            by_name[_bare(name)] = fscope
+            if name != _UNNAMED:
+                by_name[_bare(name)] = fscope
             if kind in ("table", "materialized_view", "append_flow"):
-                self.keyless.add(name)
+                if name != _UNNAMED:
+                    self.keyless.add(name)
                 for returned in fscope.returns:
                     self._follow(returned, fscope, name)
         for call, target, source in facts.pipeline_flows:

@@ -20,7 +20,7 @@ from upsertsink.lint.checker import ABSENT
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.paths import find_sql_file, path_value, shown
 from upsertsink.lint.scopes import Scope
-from upsertsink.lint.strings import PosText, literal_text
+from upsertsink.lint.strings import PosText, literal_text, stand_in_literal
 
 Env = tuple  # of dict[str, PosText]: loop variables, innermost last
 _PERCENT = re.compile(r"%(\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[a-zA-Z%]")
@@ -40,7 +40,8 @@ class Values:
         # (id(function scope), parameter) -> the argument one call site gives it (see :meth:`at_call`)
         self._args: dict[tuple[int, str], tuple[ast.AST, Scope]] = {}
         self._calling: list[int] = []  # the functions whose calls are being evaluated, innermost last
-        self._literals: dict[str, ast.AST] = {}  # other files' constant dicts and lists, parsed once
+        # other files' constant dicts and lists, parsed once per place they are used
+        self._literals: dict[tuple[str, int, int], ast.AST] = {}
 
     @contextmanager
     def at_call(self, fscope: Scope, args: dict[str, tuple[ast.AST, Scope]]) -> Iterator[None]:
@@ -92,7 +93,7 @@ class Values:
     def _str_value(self, node: ast.AST, scope: Scope, env: Env) -> PosText | None:
         t = type(node)
         if t is ast.Constant:
-            if getattr(node, "stand_in", False):  # a parameter's stand-in (keys.param_keys): not in the file
+            if getattr(node, "stand_in", False):  # a parameter's stand-in, another file's constant: not here
                 return PosText.at(node.value, (node.lineno, node.col_offset + 1))
             return literal_text(node, self.model.lines) if isinstance(node.value, str) else None
         if t is ast.JoinedStr:
@@ -443,10 +444,10 @@ class Values:
         text = ext[0].get("literal") if ext is not None and ext[1] == "value" else None
         if not isinstance(text, str):
             return None
-        parsed = self._literals.get(text)
-        if parsed is None:
-            parsed = self._literals[text] = ast.parse(text, mode="eval").body
-        return parsed, self.model.module
+        key = (text, node.lineno, node.col_offset)
+        if key not in self._literals:
+            self._literals[key] = stand_in_literal(text, node)
+        return self._literals[key], self.model.module
 
     def const_int(self, node: ast.AST | None, scope: Scope, depth: int = 0) -> int | None:
         """The integer a constant expression evaluates to: a literal, a name or ``self.attr`` bound once to

@@ -1,5 +1,6 @@
-"""Cases from the labelled corpus redteam7 (class-based jobs, shared helpers, pandas services, notebooks),
-where the linter disagreed with labels written from docs/rules.md and docs/linter.md before it ran."""
+"""Cases from the labelled corpus redteam7 (class-based jobs, shared helpers, pandas services, notebooks) and
+from 26 public job files of 10 repositories, where the linter disagreed with labels written from
+docs/rules.md and docs/linter.md before it ran."""
 
 from __future__ import annotations
 
@@ -176,3 +177,43 @@ def test_keys_and_sequence_from_a_config_dict_of_another_file(tmp_path, monkeypa
         (7, "ND001", "error", "sequence", "valid_from", "silver.hist"),
         (9, "ND003", "error", "key", "other_id", "silver.other"),
     ]
+
+
+def test_a_table_path_built_with_plus_is_the_whole_path() -> None:
+    # from a public job (two writes under `folder + "/..."` were both "table `/tmp/demo/cdc_raw`"): the
+    # paths were read as the list [base, "/orders"], so two tables became one, and a random value written
+    # to the audit table (no key) was an error against the orders MERGE's key
+    code = """
+    from pyspark.sql import functions as F
+    from delta.tables import DeltaTable
+    base = "/lake"
+    orders = spark.read.parquet("/in/orders")
+    (DeltaTable.forPath(spark, base + "/orders").alias("t")
+        .merge(orders.alias("s"), "t.order_id = s.order_id")
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    audit = spark.read.parquet("/in/audit").withColumn("order_id", F.rand())
+    audit.write.format("delta").mode("overwrite").save({path})
+    """
+    for path in ('base + "/audit"', 'f"{base}/audit"', '"/lake/audit"'):
+        [f] = lint_code(code.format(path=path))
+        assert (f.rule, f.severity, f.column_name, f.table) == ("ND002", "warning", "order_id", "/lake/audit"), path
+
+
+def test_a_pipeline_table_named_by_an_unknown_expression_is_not_named_after_its_function() -> None:
+    # from a public dlt notebook: "(table `create_call_table`)", the function's name, for name=f"{table}_raw"
+    code = """
+    import dlt
+    from pyspark.sql.functions import input_file_name
+    def generate_tables(table):
+        @dlt.table(name=f"{table}_cdc_raw")
+        def create_call_table():
+            return spark.readStream.format("cloudFiles").load(f"/data/{table}").withColumn(
+                "_ingest_file_name", input_file_name())
+    for t in ["stores", "customers"]:
+        generate_tables(t)
+    """
+    [f] = lint_code(code)
+    assert (f.rule, f.column_name, f.table) == ("ND004", "_ingest_file_name", None)
+    assert "create_call_table`)" not in f.message
+    [f] = lint_code(code.replace('name=f"{table}_cdc_raw"', 'name="bronze_calls"'))
+    assert f.table == "bronze_calls"
