@@ -185,8 +185,9 @@ def _sql_statements(col: Collector, text: PosText, scope: Scope, call: ast.Call)
     for name, part in result.writes:
         col._add_write(name, scope, sql=(part, text), node=call)
     merged = {s.table for s in result.statements if s.kind == "merge"}
-    for k in result.merge_keys:  # the keys of the text's one MERGE are that table's
-        col.declare(k, "merge key", scope, table=merged.pop() if len(merged) == 1 else None)
+    merged_table = next(iter(merged)) if len(merged) == 1 else None
+    for k in result.merge_keys:  # the keys of the text's one MERGE are that table's (every one of them)
+        col.declare(k, "merge key", scope, table=merged_table)
     for s in result.statements:
         if s.table:
             col.sql_writes.append((call, s.table, s.kind != "merge", s.reads))

@@ -121,7 +121,8 @@ def _table_name(node) -> str | None:
     table = node if isinstance(node, exp.Table) else node.find(exp.Table) if node is not None else None
     if table is None:
         return None
-    return ".".join(p for p in (table.args.get("db") and table.db, table.name) if p) or None
+    name = ".".join(p for p in (table.args.get("db") and table.db, table.name) if p)
+    return name if name and "__ph" not in name else None  # ``MERGE INTO {table}``: a table not known
 
 
 def _reads(node) -> tuple[str, ...]:

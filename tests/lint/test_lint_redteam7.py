@@ -1,4 +1,5 @@
-"""Cases from the labelled corpus redteam7 (class-based jobs, shared helpers, pandas services, notebooks) and
+"""Cases from the labelled corpora redteam7 (class-based jobs, shared helpers, pandas services, notebooks) and
+redteam8 (SQL-heavy jobs), and
 from 26 public job files of 10 repositories, where the linter disagreed with labels written from
 docs/rules.md and docs/linter.md before it ran."""
 
@@ -217,3 +218,38 @@ def test_a_pipeline_table_named_by_an_unknown_expression_is_not_named_after_its_
     assert "create_call_table`)" not in f.message
     [f] = lint_code(code.replace('name=f"{table}_cdc_raw"', 'name="bronze_calls"'))
     assert f.table == "bronze_calls"
+
+
+def test_every_key_of_a_sql_merge_is_a_key_of_its_table() -> None:
+    # corpus redteam8: the second key of a two-column SQL MERGE was taken as a key of no table, so it was
+    # judged against every table of the file: a dedup per key of another table became an error
+    code = '''
+    spark.sql("""
+        MERGE INTO silver.device_latest AS t
+        USING (SELECT * FROM bronze.readings
+               QUALIFY ROW_NUMBER() OVER (PARTITION BY device_no ORDER BY received_at DESC) = 1) AS s
+        ON t.device_no = s.device_no
+        WHEN MATCHED THEN UPDATE SET *
+    """)
+    spark.sql("""
+        MERGE INTO silver.site_state AS t USING bronze.site_state AS s
+        ON t.site_code = s.site_code AND t.sensor_code = s.sensor_code WHEN MATCHED THEN UPDATE SET *
+    """)
+    '''
+    [f] = lint_code(code)
+    assert (f.rule, f.severity, f.column_name, f.table) == ("ND006", "warning", "*", "silver.device_latest")
+
+
+def test_a_sql_merge_into_an_f_string_field_names_no_table() -> None:
+    # corpus redteam8: both messages named the placeholder `__ph1x__` as the table
+    code = '''
+    def upsert(df, batch_id, table):
+        df.selectExpr("id", "v", "current_timestamp() AS updated_at").createOrReplaceTempView("u")
+        df.sparkSession.sql(f"""
+            MERGE INTO {table} AS t USING u AS s ON t.id = s.id
+            WHEN MATCHED AND s.updated_at > t.updated_at THEN UPDATE SET *
+        """)
+    '''
+    found = lint_code(code)
+    assert [(f.rule, f.severity, f.table) for f in found] == [("ND001", "error", None), ("ND013", "warning", None)]
+    assert not any("__ph" in f.message for f in found)
