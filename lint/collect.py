@@ -78,7 +78,7 @@ class Collector:
         self.widgets: dict[str, tuple[ast.AST, Scope]] = {}
         self.ext_frames: list[tuple[ast.AST, Scope, str | None]] = []
         self._current: ast.Call | None = None  # the call being read: the anchor of what it writes
-        self._given: set[str] | None = None
+        self._given: dict[int, set[str]] = {}  # id(scope) -> the names it makes records (_plain_dict)
 
     def collect(self, ctx: Context) -> Facts:
         """Read every call (``ctx`` is what the rules' extractors see), then freeze the facts."""
@@ -254,21 +254,19 @@ class Collector:
             return False
         if type(node) is ast.Attribute:
             return True
-        if self._given is None:  # the names made records, computed once
-            given = {
-                a.id
-                for call, _s in self.model.calls
-                if called_name(call.func) in _RECORD_TAKERS
-                for a in [*call.args, *(kw.value for kw in call.keywords)]
-                if type(a) is ast.Name
-            }
-            for n in ast.walk(self.model.tree):
-                if type(n) in (ast.List, ast.Tuple, ast.Set):
+        owner = reaching(self.model, node, scope)[0] or scope
+        given = self._given.get(id(owner))
+        if given is None:  # the names its scope makes records, computed once a scope
+            given = self._given[id(owner)] = set()
+            for n in ast.walk(owner.node if owner.node is not None else self.model.tree):
+                t = type(n)
+                if t is ast.List or t is ast.Tuple or t is ast.Set:
                     given.update(e.id for e in n.elts if type(e) is ast.Name)
-                elif type(n) in (ast.Yield, ast.YieldFrom) and type(n.value) is ast.Name:
+                elif (t is ast.Yield or t is ast.YieldFrom) and type(n.value) is ast.Name:
                     given.add(n.value.id)
-            self._given = given
-        return node.id not in self._given
+                elif t is ast.Call and called_name(n.func) in _RECORD_TAKERS:
+                    given.update(a.id for a in [*n.args, *(k.value for k in n.keywords)] if type(a) is ast.Name)
+        return node.id not in given
 
     def _external_call(self, call: ast.Call, scope: Scope, ext: tuple[dict, str, str]) -> None:
         """A call of another file's function: the columns it writes are written here, its keys known here."""
