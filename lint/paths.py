@@ -1,5 +1,5 @@
-"""File paths in code: the path an expression names (``Path(__file__).parent / "sql" / "merge.sql"``), and the
-``.sql`` file of the linted tree it points to."""
+"""File paths and table names in code: the table an expression names (``base + "/orders"``), the path it
+names (``Path(__file__).parent / "sql" / "merge.sql"``), and the ``.sql`` file of the linted tree it points to."""
 
 from __future__ import annotations
 
@@ -11,6 +11,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from upsertsink.lint.scopes import Scope
     from upsertsink.lint.values import Values
+
+
+def table_name(values: Values, node: ast.AST | None, scope: Scope) -> str | None:
+    """The table name or path an expression gives: a string (``base + "/orders"``, an f-string, a name or
+    parameter bound to one), or one string of a list; None when any part of it is not known."""
+    if node is None:
+        return None
+    text = values.str_value(node, scope)
+    if text is not None and "__ph" not in text.text:
+        return text.text
+    names = values.const_strings(node, scope)
+    return names[0] if names and len(names) == 1 else None
 
 
 def path_value(values: Values, node: ast.AST, scope: Scope, depth: int = 0) -> str | None:

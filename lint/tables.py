@@ -21,6 +21,7 @@ from upsertsink.lint.callsites import arguments, call_sites, called_name
 from upsertsink.lint.extract_columns import renamed_pairs
 from upsertsink.lint.facts import Facts, norm
 from upsertsink.lint.model import SemanticModel
+from upsertsink.lint.paths import table_name
 from upsertsink.lint.reaching import reaching
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.values import Values
@@ -61,16 +62,16 @@ def merge_target(model: SemanticModel, values: Values, call: ast.Call, scope: Sc
         if type(func) is ast.Attribute and func.attr in _DELTA_OPENERS:
             position = _DELTA_OPENERS[func.attr]
             arg = step.args[position] if len(step.args) > position else None
-            return _name(values, arg, where)
+            return table_name(values, arg, where)
         if type(func) is ast.Name and func.id == "DeltaTable":  # delta-rs: DeltaTable(path)
-            return _name(values, step.args[0] if step.args else model.kwarg(step, "table_uri"), where)
+            return table_name(values, step.args[0] if step.args else model.kwarg(step, "table_uri"), where)
     return None
 
 
 def sink_target(model: SemanticModel, values: Values, call: ast.Call, scope: Scope) -> str | None:
     """The table an ``UpsertSink(target, ...)`` / ``UpsertSink.for_table(name, ...)`` writes."""
     arg = call.args[0] if call.args else model.kwarg(call, "target", "name", "table")
-    return _name(values, arg, scope)
+    return table_name(values, arg, scope)
 
 
 def sink_sources(model: SemanticModel, sink: ast.Call) -> list[tuple[ast.AST, Scope]]:
@@ -97,18 +98,6 @@ def _plain(names: list[str]) -> bool:
 def _bare(name: str) -> str:
     """A pipeline's dataset name as another dataset refers to it: ``LIVE.orders`` and ``orders`` alike."""
     return name.lower().removeprefix("live.")
-
-
-def _name(values: Values, node: ast.AST | None, scope: Scope) -> str | None:
-    """The table name or path an expression gives: a string (``base + "/orders"``, an f-string, a name or
-    parameter bound to one), or one string of a list; None when any part of it is not known."""
-    if node is None:
-        return None
-    text = values.str_value(node, scope)
-    if text is not None and "__ph" not in text.text:
-        return text.text
-    names = values.const_strings(node, scope)
-    return names[0] if names and len(names) == 1 else None
 
 
 class Targets:
@@ -162,7 +151,7 @@ class Targets:
             func = call.func
             written: ast.AST | None = None
             if type(func) is ast.Attribute and func.attr in _TEMP_VIEWS:  # df.createOrReplaceTempView("v")
-                view = _name(values, call.args[0] if call.args else model.kwarg(call, "name"), scope)
+                view = table_name(values, call.args[0] if call.args else model.kwarg(call, "name"), scope)
                 if view is not None:
                     frames.setdefault(view.lower(), []).append((func.value, scope))
             elif type(func) is ast.Attribute and func.attr in _KEYLESS_WRITES:
@@ -175,7 +164,7 @@ class Targets:
                 written = call.args[1] if len(call.args) > 1 else model.kwarg(call, "data")
                 arg = call.args[0] if call.args else model.kwarg(call, "table_or_uri")
             if written is not None:
-                table = _name(values, arg, scope)
+                table = table_name(values, arg, scope)
                 if table is not None:
                     self.keyless.add(table)
                 self._follow(written, scope, table or _UNNAMED)
@@ -239,7 +228,7 @@ class Targets:
             kind, dec = found
             param = "target" if kind == "append_flow" else "name"
             given = model.kwarg(dec, param) if type(dec) is ast.Call else None
-            name = _name(values, given, fscope.parent or fscope) if given is not None else None
+            name = table_name(values, given, fscope.parent or fscope) if given is not None else None
             if name is None and given is not None:
                 name = _UNNAMED  # name=f"{table}_raw": a table, not the function's name
             name = name or fscope.node.name  # type: ignore[attr-defined]

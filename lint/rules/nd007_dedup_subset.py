@@ -55,7 +55,7 @@ RULE = Rule(
     "arbitrary.",
     description="""
 With a subset, Spark keeps one row per distinct subset value, and which one depends on the order rows reach
-the aggregation. When the subset leaves out a key column, a replay can write a different set of keys: an
+the aggregation (`dropDuplicatesWithinWatermark(subset)` on a stream alike). When the subset leaves out a key column, a replay can write a different set of keys: an
 error reaching that key. When the subset holds every key (deduplicating by exactly the written key set), the
 keys are right and only the surviving row's *values* are order-dependent: a warning (`column_name: "*"`).
 With no known keys, a sequence column outside the subset is reported as an error, else a warning.

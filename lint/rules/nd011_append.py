@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
+from upsertsink.lint.paths import table_name
 from upsertsink.lint.rules._writes_common import (
     BATCH_FUNCTION_HOOKS,
     TRIGGERS,
@@ -51,13 +52,13 @@ def _writer(ctx: Context, call: ast.Call, scope: Any) -> _Writer | None:
         elif kw.arg == "format":
             w.fmt = (const(ctx, kw.value, scope) or "").lower() or None
         elif kw.arg in ("name", "tableName", "path", "table"):
-            w.target = const(ctx, kw.value, scope)
+            w.target = table_name(ctx.values, kw.value, scope)
         elif kw.arg:
             options.add(kw.arg.lower())
     if call.args and m != "jdbc":
-        w.target = w.target or const(ctx, call.args[0], scope)
+        w.target = w.target or table_name(ctx.values, call.args[0], scope)
     elif m == "jdbc" and len(call.args) > 1:
-        w.target = const(ctx, call.args[1], scope)
+        w.target = table_name(ctx.values, call.args[1], scope)
     node: ast.AST = call.func.value
     for _ in range(40):
         t = type(node)
@@ -72,7 +73,7 @@ def _writer(ctx: Context, call: ast.Call, scope: Any) -> _Writer | None:
                 if key:
                     options.add(key.lower())
                     if key.lower() in ("path", "dbtable", "topic") and len(node.args) > 1:
-                        w.target = w.target or const(ctx, node.args[1], scope)
+                        w.target = w.target or table_name(ctx.values, node.args[1], scope)
             elif a == "options":
                 options.update(kw.arg.lower() for kw in node.keywords if kw.arg)
                 # options({...}) and options(**txn): the keys of a dict literal or of the one a name holds
@@ -83,7 +84,7 @@ def _writer(ctx: Context, call: ast.Call, scope: Any) -> _Writer | None:
                         options.update(k.lower() for k in names if k)
             elif a == "writeTo":
                 w.v2, w.write_node = True, node
-                w.target = w.target or (const(ctx, node.args[0], scope) if node.args else None)
+                w.target = w.target or (table_name(ctx.values, node.args[0], scope) if node.args else None)
                 break
             node = node.func.value
         elif t is ast.Attribute:

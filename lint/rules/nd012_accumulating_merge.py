@@ -272,11 +272,7 @@ def _report_accumulation(
         "unions": "merges the batch's elements into the ones the target row already holds",
     }[kind]
     if kind == "unions":
-        note = (
-            f"the MERGE update `{column} = {shown}` {what}: applying it twice gives the same set, but the "
-            "result depends on what the row held before, so a batch replayed after later ones brings back "
-            "elements they removed"
-        )
+        note = f"the MERGE update `{column} = {shown}` {what}"
         ctx.report(RULE.code, span, note, "warning", column=column, advice="union", alt_line=alt_line)
         return
     note = f"the MERGE update `{column} = {shown}` {what}"
@@ -334,6 +330,10 @@ clause `condition="s.batch_id > t.last_batch_id"` with `last_batch_id` set to `s
 matches nothing.
 """,
     why="A replayed batch is applied again on top of its own first application (double counting).",
+    why_in={
+        "union": "Applying it twice gives the same set, but the result depends on what the row held before, "
+        "so a batch replayed after later ones brings back elements they removed.",
+    },
     fix={
         "write": "compute the new value from the batch alone, or make the whole write happen once per batch: "
         'guard the clause with a newer-wins condition on a column the update also sets (`condition="s.batch_id '

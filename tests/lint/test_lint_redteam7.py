@@ -1,5 +1,5 @@
 """Cases from the labelled corpora redteam7 (class-based jobs, shared helpers, pandas services, notebooks) and
-redteam8 (SQL-heavy jobs), and
+redteam8 (SQL-heavy jobs), redteam9 (streaming, sinks, pandas services), and
 from 26 public job files of 10 repositories, where the linter disagreed with labels written from
 docs/rules.md and docs/linter.md before it ran."""
 
@@ -253,3 +253,39 @@ def test_a_sql_merge_into_an_f_string_field_names_no_table() -> None:
     found = lint_code(code)
     assert [(f.rule, f.severity, f.table) for f in found] == [("ND001", "error", None), ("ND013", "warning", None)]
     assert not any("__ph" in f.message for f in found)
+
+
+def test_an_append_to_a_destination_of_unknown_value_names_none() -> None:
+    # corpus redteam9: "Kafka write ... to `topic`" and "table append to `events_table`": the attribute's
+    # name was shown as the destination (the way a mode like SaveMode.Append is read)
+    code = """
+    class Mirror:
+        def __init__(self, topic):
+            self.topic = topic
+        def _flush(self, df, epoch_id):
+            df.write.format("kafka").option("topic", self.topic).save()
+            df.write.format("delta").mode("append").saveAsTable(cfg.events_table)
+            df.write.format("delta").mode("append").saveAsTable(BASE + "/events")
+        def run(self, stream):
+            stream.writeStream.foreachBatch(self._flush).start()
+    BASE = "lake"
+    """
+    found = lint_code(code)
+    assert [(f.rule, f.line) for f in found] == [("ND011", 6), ("ND011", 7), ("ND011", 8)]
+    assert "append to `lake/events` in" in found[2].message
+    assert not any(w in f.message for f in found for w in ("`topic`", "`events_table`"))
+
+
+def test_a_set_union_update_says_why_once() -> None:
+    # corpus redteam9: the message ended with the generic "(double counting)" after saying that applying
+    # the union twice gives the same set
+    code = """
+    from deltalake import DeltaTable
+    (DeltaTable("/lake/ledger")
+        .merge(source=batch, predicate="t.account = s.account", source_alias="s", target_alias="t")
+        .when_matched_update(updates={"tags": "array_union(t.tags, s.tags)"})
+        .execute())
+    """
+    [f] = lint_code(code)
+    assert (f.rule, f.severity) == ("ND012", "warning")
+    assert "double counting" not in f.message and f.message.count("applying it twice") == 1
