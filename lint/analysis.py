@@ -29,6 +29,7 @@ from upsertsink.lint.catalogue import (
 from upsertsink.lint.chains import Uses
 from upsertsink.lint.collect import Collector
 from upsertsink.lint.context import Context
+from upsertsink.lint.derived import key_sources
 from upsertsink.lint.facts import EMPTY, Facts, Reach, RowEffect, Src, Write, norm
 from upsertsink.lint.keys import Keys, param_keys
 from upsertsink.lint.model import SemanticModel, top_function
@@ -125,6 +126,13 @@ class ModuleAnalysis:
                 built.append(Targets(self.model, self.values, facts))
             return built[0]
 
+        made: list[dict[str, frozenset[str]]] = []
+
+        def derived() -> dict[str, frozenset[str]]:  # keys computed from other columns only (dedups)
+            if not made:
+                made.append(key_sources(facts, self.model, self.values, keys.keys))
+            return made[0]
+
         # per source: (rank, target, column, decides rows, table) of everything it reaches
         reach: dict[Src, list[tuple[float, str, str, bool, str | None]]] = {}
         labels = dict(keys.labels)
@@ -175,7 +183,7 @@ class ModuleAnalysis:
                 via = carried.get(s)
                 if tables and via and not via & tables:
                     continue  # a column of the same name written to other tables only
-                entry = _row_target(keys, tables, effect, s, targets().keyless)
+                entry = _row_target(keys, tables, effect, s, targets().keyless, derived())
                 entry = _no_table(entry) if unnamed else entry
                 reach.setdefault(s, []).append((2.5, "column", "*", True, _one(tables)) if lookup else entry)
         out: list[Reach] = []
@@ -311,12 +319,18 @@ class ModuleAnalysis:
 
 
 def _row_target(
-    keys: Keys, tables: frozenset[str], effect: RowEffect, src: Src, keyless: set[str]
+    keys: Keys,
+    tables: frozenset[str],
+    effect: RowEffect,
+    src: Src,
+    keyless: set[str],
+    derived: dict[str, frozenset[str]] | None = None,
 ) -> tuple[float, str, str, bool, str | None]:
     """What a row choice reaching ``tables`` (empty: not known) decides, judged against those tables' keys:
-    against each table's own when it reaches several (the gravest of those judgements)."""
+    against each table's own when it reaches several (the gravest of those judgements). ``derived``: the
+    columns a key is computed from, when only from columns (a dedup by them keeps one row per key too)."""
     if len(tables) > 1:
-        return min((_row_target(keys, frozenset({t}), effect, src, keyless) for t in sorted(tables)),
+        return min((_row_target(keys, frozenset({t}), effect, src, keyless, derived) for t in sorted(tables)),
                    key=lambda e: e[0])
     # a row choice ranks just after a direct reach of the same target: the direct one explains more
     table = _one(tables)
@@ -324,6 +338,7 @@ def _row_target(
     keys_n = {norm(k) for k in judged}
     if effect.kind == "dedup":
         subset = {norm(c) for c in effect.subset or []}
+        subset |= {k for k in keys_n if k in (derived or {}) and derived[k] <= subset}  # type: ignore[index]
         if keys_n and keys_n <= subset:
             # one row per written key survives, so the keys are right; which row is order-dependent
             return (2.5, "column", "*", True, table)

@@ -57,7 +57,9 @@ RULE = Rule(
 With a subset, Spark keeps one row per distinct subset value, and which one depends on the order rows reach
 the aggregation (`dropDuplicatesWithinWatermark(subset)` on a stream alike). When the subset leaves out a key column, a replay can write a different set of keys: an
 error reaching that key. When the subset holds every key (deduplicating by exactly the written key set), the
-keys are right and only the surviving row's *values* are order-dependent: a warning (`column_name: "*"`).
+keys are right and only the surviving row's *values* are order-dependent: a warning (`column_name: "*"`). A
+key computed from subset columns alone (`F.sha2(F.col("order_id").cast("string"), 256)` after a dedup by
+`order_id`) counts as held.
 With no known keys, a sequence column outside the subset is reported as an error, else a warning.
 `dropDuplicates()` without a subset, and a subset that holds every selected column
 (`df.select("a", "b").dropDuplicates(["a", "b"])`), remove exact duplicates only and are deterministic.

@@ -289,3 +289,24 @@ def test_a_set_union_update_says_why_once() -> None:
     [f] = lint_code(code)
     assert (f.rule, f.severity) == ("ND012", "warning")
     assert "double counting" not in f.message and f.message.count("applying it twice") == 1
+
+
+def test_a_dedup_by_the_columns_a_key_is_computed_from_keeps_the_keys() -> None:
+    # corpus redteam9: a dedup by click_id before a key computed from click_id alone was an error against
+    # that key; the set of keys written cannot change, only which duplicate's other values survive
+    code = """
+    from pyspark.sql import functions as F
+    from upsertsink import UpsertSink
+    clicks = (stream.withWatermark("ts", "10 minutes")
+              .dropDuplicatesWithinWatermark(["click_id"])
+              .withColumn("click_key", {key}))
+    UpsertSink("/lake/clicks", keys=["click_key"]).write(clicks, batch_id=1)
+    """
+    for key in ('F.sha2(F.col("click_id").cast("string"), 256)', 'F.concat_ws("|", "click_id", F.lit("v1"))',
+                'F.upper(clicks_df["click_id"])'):
+        [f] = lint_code(code.format(key=key))
+        assert (f.rule, f.severity, f.column_name) == ("ND007", "warning", "*"), key
+    # a key read from another column, or through a function not known, is still an error
+    for key in ('F.sha2(F.concat("click_id", "user_id"), 256)', 'hash_key("click_id")'):
+        [f] = lint_code(code.format(key=key))
+        assert (f.rule, f.severity, f.column_name) == ("ND007", "error", "click_key"), key
