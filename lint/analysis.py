@@ -295,6 +295,8 @@ class ModuleAnalysis:
         if values:
             out["values"] = values
         if model.notebook or model.runs:
+            if model.notebook and model.module.imports:  # a %run brings them into the calling notebook
+                out["imports"] = dict(model.module.imports)
             module_keys = [k for k, sc in known.scopes.items() if any(x is model.module for x in sc)]
             if module_keys:
                 out["keys"] = sorted(module_keys)

@@ -74,6 +74,8 @@ def looked_only(model: SemanticModel, call: ast.Call) -> bool:
 
 
 GROUPING = frozenset({"groupBy", "groupby", "rollup", "cube"})
+# methods whose DataFrame argument's rows go into their result, as the receiver's do
+_COMBINING = frozenset({"union", "unionAll", "unionByName", "join", "crossJoin"})
 
 
 def aggregation(model: SemanticModel, grouping: ast.Call) -> ast.Call | None:
@@ -241,9 +243,12 @@ class Uses:
                     return False
                 if type(f) is ast.Name:
                     return self._parameter(p, cur, scope) or True
-                if type(f) is not ast.Attribute or f.attr != "transform" or p.args[:1] != [cur]:
+                if type(f) is ast.Attribute and f.attr in _COMBINING:  # old.union(new): on with the result
+                    call = p
+                elif type(f) is not ast.Attribute or f.attr != "transform" or p.args[:1] != [cur]:
                     return True
-                call = p  # model.transform(df): a fitted model's predictions, a new DataFrame
+                else:
+                    call = p  # model.transform(df): a fitted model's predictions, a new DataFrame
             elif t is ast.Assign and p.value is cur and [type(x) for x in p.targets] == [ast.Name]:
                 return p.targets[0].id, scope
             else:  # ``pdf.iloc[:5]`` alone on its line (not a call) is looked at: a notebook shows it

@@ -281,15 +281,14 @@ class SemanticModel:
 
     @staticmethod
     def _in_summary(summary: dict, name: str) -> tuple[dict, str, str] | None:
-        label = summary.get("path", "?")
-        if name in summary.get("funcs", {}):
-            return summary["funcs"][name], "func", label
-        if name in summary.get("values", {}):
-            return summary["values"][name], "value", label
+        for kind in ("funcs", "values"):
+            if name in summary.get(kind, {}):
+                return summary[kind][name], kind[:-1] if kind == "funcs" else "value", summary.get("path", "?")
         return None
 
-    def _star_external(self, name: str, scope: Scope) -> tuple[dict, str, str] | None:
-        """A name defined by a module imported with ``*`` or a notebook run with ``%run``."""
+    def _star_external(self, name: str, scope: Scope, imported: bool = False) -> object:
+        """A name defined by a module imported with ``*`` or a notebook run with ``%run`` (``imported``: the
+        qualified name of a name that notebook imports: ``datetime`` of ``from datetime import datetime``)."""
         s: Scope | None = scope
         while s is not None:
             for mod in s.star:
@@ -298,7 +297,7 @@ class SemanticModel:
                 self.wants.add(f"{mod}.{name}")
                 summary = self.externals.get(mod)
                 if summary is not None:
-                    found = self._in_summary(summary, name)
+                    found = summary.get("imports", {}).get(name) if imported else self._in_summary(summary, name)
                     if found is not None:
                         return found
             s = s.parent
@@ -329,7 +328,7 @@ class SemanticModel:
             for mod in self._star_modules(scope):
                 if node.id in self._spark_names or node.id in ("col", "expr", "udf"):
                     return ".".join([mod, node.id, *reversed(parts)])
-            conventional = CONVENTIONAL.get(node.id)
+            conventional = CONVENTIONAL.get(node.id) or self._star_external(node.id, scope, imported=True)
             if conventional is not None and self._star_external(node.id, scope) is None:
                 return ".".join([conventional, *reversed(parts)])
             return None

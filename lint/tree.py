@@ -124,12 +124,9 @@ class Tree:
             if target is None or target.result is None or not target.result.summary:
                 continue
             summary = target.result.summary
-            if (
-                name in summary.get("funcs", {})
-                or name in summary.get("values", {})
-                or name in summary.get("widgets", {})
-            ):
-                out[spec] = {**summary, "path": target.shown}  # (widgets: those a %run notebook defines)
+            if any(name in summary.get(kind, {}) for kind in ("funcs", "values", "widgets", "imports")):
+                # (widgets: those a %run notebook defines; imports: the names it imports, which it brings)
+                out[spec] = {**summary, "path": target.shown}
         return out
 
 

@@ -310,3 +310,39 @@ def test_a_dedup_by_the_columns_a_key_is_computed_from_keeps_the_keys() -> None:
     for key in ('F.sha2(F.concat("click_id", "user_id"), 256)', 'hash_key("click_id")'):
         [f] = lint_code(code.format(key=key))
         assert (f.rule, f.severity, f.column_name) == ("ND007", "error", "click_key"), key
+
+
+def test_a_name_a_run_notebook_imports_is_known_in_the_notebook_that_runs_it(tmp_path, monkeypatch) -> None:
+    # public files: `datetime` imported by a `%run ../utils/logger` notebook; the calling notebook's
+    # `datetime.now()` was not known as the clock
+    from upsertsink.lint.config import Settings
+    from upsertsink.lint.runner import lint_paths
+
+    (tmp_path / "logger.py").write_text(
+        "# Databricks notebook source\nfrom datetime import datetime\n\ndef log(m):\n    print(datetime.now(), m)\n"
+    )
+    (tmp_path / "job.py").write_text(
+        "# Databricks notebook source\n# MAGIC %run ./logger\n\n# COMMAND ----------\n\n"
+        "from pyspark.sql.functions import lit\n"
+        "now = datetime.now()\n"
+        'df.withColumn("ingestion_year", lit(now.year)).write.mode("overwrite").parquet("/raw/out")\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+    settings.root = tmp_path
+    got = [(f.path, f.line, f.rule, f.column_name) for f in lint_paths([tmp_path], settings, use_cache=False).findings]
+    assert got == [("job.py", 7, "ND001", "ingestion_year")]
+
+
+def test_a_frame_given_to_a_union_that_is_only_shown_is_a_look() -> None:
+    # public files: `old.union(new).show()` reported the clock in `new`; `new.union(old).show()` did not
+    code = """
+    from datetime import date
+    from pyspark.sql.functions import lit
+    new_df = src_df.withColumn("start_date", lit(str(date.today())))
+    final_df = old_df.union(new_df)
+    final_df.show()
+    """
+    assert lint_code(code) == []
+    [f] = lint_code(code.replace("final_df.show()", 'final_df.write.saveAsTable("t")'))
+    assert (f.rule, f.column_name, f.table) == ("ND001", "start_date", "t")
