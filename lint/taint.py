@@ -47,6 +47,8 @@ from upsertsink.lint.structs import replace
 from upsertsink.lint.values import Values
 from upsertsink.lint.windows import window_orders, window_spec
 
+_PARTS = (ast.keyword, ast.comprehension, ast.FormattedValue)  # parts of an expression that hold expressions
+
 
 class Taint:
     """The sources reaching the expressions and columns of one module."""
@@ -117,15 +119,12 @@ class Taint:
             if type(sl) is ast.Constant and isinstance(sl.value, str):
                 out |= self.column_taint(sl.value)
             return out
-        if t is ast.Lambda or t is ast.FunctionDef:
-            return EMPTY
+        if t is ast.Lambda or t is ast.FunctionDef:  # s.map(lambda v: f"{v}-{uuid4()}"): what a lambda returns
+            fscope = self.model.fn_scopes.get(id(node))
+            return self.of(node.body, fscope) if fscope is not None and t is ast.Lambda else EMPTY
         out = EMPTY
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.expr) or type(child) in (
-                ast.keyword,
-                ast.comprehension,
-                ast.FormattedValue,
-            ):
+            if isinstance(child, ast.expr) or type(child) in _PARTS:
                 out = out | self.of(child, scope)
         return out
 

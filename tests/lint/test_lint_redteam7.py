@@ -1,5 +1,6 @@
 """Cases from the labelled corpora redteam7 (class-based jobs, shared helpers, pandas services, notebooks) and
-redteam8 (SQL-heavy jobs), redteam9 (streaming, sinks, pandas services), and
+redteam8 (SQL-heavy jobs), redteam9 (streaming, sinks, pandas services), redteam10 (DataFrames passed
+between small functions, UDFs), and
 from 26 public job files of 10 repositories, where the linter disagreed with labels written from
 docs/rules.md and docs/linter.md before it ran."""
 
@@ -346,3 +347,34 @@ def test_a_frame_given_to_a_union_that_is_only_shown_is_a_look() -> None:
     assert lint_code(code) == []
     [f] = lint_code(code.replace("final_df.show()", 'final_df.write.saveAsTable("t")'))
     assert (f.rule, f.column_name, f.table) == ("ND001", "start_date", "t")
+
+
+def test_a_source_in_a_lambda_given_to_map_or_apply_is_followed() -> None:
+    # corpus redteam10: `s.map(lambda v: f"{v}-{uuid.uuid4()}")`, the usual way to write a pandas UDF, was
+    # never followed (a lambda counted as no value), inside a UDF and in plain pandas alike
+    udf = """
+    import uuid
+    import pandas as pd
+    from pyspark.sql.functions import pandas_udf
+    from upsertsink import UpsertSink
+    @pandas_udf("string")
+    def make_ref(s: pd.Series) -> pd.Series:
+        return s.map(lambda v: f"{v}-{uuid.uuid4()}")
+    out = txns.withColumn("txn_ref", make_ref("txn_no"))
+    UpsertSink("/lake/txns", keys=["txn_ref"]).write(out, batch_id=1)
+    """
+    [f] = lint_code(udf)
+    assert (f.rule, f.line, f.severity, f.column_name) == ("ND010", 8, "error", "txn_ref")
+    plain = """
+    import uuid
+    import pandas as pd
+    from deltalake import write_deltalake
+    pdf = pd.read_parquet("/in/orders")
+    pdf["order_key"] = pdf["order_no"].{call}(lambda v: f"{{v}}-{{uuid.uuid4()}}")
+    write_deltalake("/lake/orders", pdf, mode="overwrite")
+    """
+    for call in ("map", "apply"):
+        [f] = lint_code(plain.format(call=call))
+        assert (f.rule, f.severity, f.column_name, f.table) == ("ND003", "error", "order_key", "/lake/orders"), call
+    # a lambda that only reads the row stays clean
+    assert lint_code(plain.format(call="map").replace("{uuid.uuid4()}", "x")) == []
