@@ -62,7 +62,7 @@ def reads(model: SemanticModel, values: Values, node: ast.AST, scope: Scope, dep
     if sname == "lit":
         return set()
     if sname is not None:  # a Spark function: its string arguments name columns (concat_ws's first: the separator)
-        args = [*node.args[1:]] if sname == "concat_ws" else [*node.args]
+        args = node.args[1:] if sname == "concat_ws" else node.args
         out: set[str] = set()
         for a in [*args, *(kw.value for kw in node.keywords)]:
             found = {a.value} if type(a) is ast.Constant and isinstance(a.value, str) else reads(model, values, a, scope, depth + 1)

@@ -29,7 +29,7 @@ from upsertsink.lint.scopes import Scope, walk
 from upsertsink.lint.structs import replace
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from upsertsink.lint.rules.base import FixSpec
 
@@ -281,27 +281,26 @@ class SemanticModel:
 
     @staticmethod
     def _in_summary(summary: dict, name: str) -> tuple[dict, str, str] | None:
-        for kind in ("funcs", "values"):
-            if name in summary.get(kind, {}):
-                return summary[kind][name], kind[:-1] if kind == "funcs" else "value", summary.get("path", "?")
+        label = summary.get("path", "?")
+        if name in summary.get("funcs", {}):
+            return summary["funcs"][name], "func", label
+        if name in summary.get("values", {}):
+            return summary["values"][name], "value", label
         return None
 
-    def _star_external(self, name: str, scope: Scope, imported: bool = False) -> object:
-        """A name defined by a module imported with ``*`` or a notebook run with ``%run`` (``imported``: the
-        qualified name of a name that notebook imports: ``datetime`` of ``from datetime import datetime``)."""
+    def _star_summaries(self, name: str, scope: Scope) -> Iterator[dict]:
+        """The summaries of modules imported with ``*`` / notebooks ``%run`` here (noted as wanted for ``name``)."""
         s: Scope | None = scope
         while s is not None:
-            for mod in s.star:
-                if is_library(mod):
-                    continue
+            for mod in (m for m in s.star if not is_library(m)):
                 self.wants.add(f"{mod}.{name}")
-                summary = self.externals.get(mod)
-                if summary is not None:
-                    found = summary.get("imports", {}).get(name) if imported else self._in_summary(summary, name)
-                    if found is not None:
-                        return found
+                if mod in self.externals:
+                    yield self.externals[mod]
             s = s.parent
-        return None
+
+    def _star_external(self, name: str, scope: Scope) -> tuple[dict, str, str] | None:
+        """A name defined by a module imported with ``*`` or a notebook run with ``%run``."""
+        return next((f for sm in self._star_summaries(name, scope) if (f := self._in_summary(sm, name))), None)
 
     def resolve_external(self, node: ast.AST, scope: Scope) -> tuple[dict, str, str] | None:
         """The other-file definition a Name/Attribute refers to, if any."""
@@ -328,7 +327,9 @@ class SemanticModel:
             for mod in self._star_modules(scope):
                 if node.id in self._spark_names or node.id in ("col", "expr", "udf"):
                     return ".".join([mod, node.id, *reversed(parts)])
-            conventional = CONVENTIONAL.get(node.id) or self._star_external(node.id, scope, imported=True)
+            imported = (sm["imports"][node.id] for sm in self._star_summaries(node.id, scope)
+                        if node.id in sm.get("imports", {}))  # a name a %run notebook imports
+            conventional = CONVENTIONAL.get(node.id) or next(imported, None)
             if conventional is not None and self._star_external(node.id, scope) is None:
                 return ".".join([conventional, *reversed(parts)])
             return None
