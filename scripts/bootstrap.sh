@@ -11,12 +11,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
-PY="${PYTHON:-python3}"
+# The interpreter of .venv (only when .venv is created): $PYTHON when given, else the first Python 3.11 or
+# later of the distribution's /usr/bin/python3.11 and /usr/bin/python3, then python3 on PATH. Debian and Ubuntu
+# build theirs with profile-guided and link-time optimization and libpython linked in; a default source build
+# (pyenv's, often first on PATH) has neither and runs the linter's parse and analysis 20-30% slower
+# (docs/benchmarks.md, "Thirteenth pass").
+pick_python() {
+    local c
+    for c in /usr/bin/python3.11 /usr/bin/python3 python3; do
+        if command -v "$c" >/dev/null 2>&1 \
+            && "$c" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$c"
+            return
+        fi
+    done
+    echo python3
+}
+PY="${PYTHON:-$(pick_python)}"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.upsertsink-installed"
 
 if [ ! -x "$VENV/bin/python" ]; then
-    echo "bootstrap: creating $VENV"
+    echo "bootstrap: creating $VENV with $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
     "$PY" -m venv "$VENV"
 fi
 
