@@ -271,14 +271,12 @@ class Collector:
     def _external_call(self, call: ast.Call, scope: Scope, ext: tuple[dict, str, str]) -> None:
         """A call of another file's function: the columns it writes are written here, its keys known here."""
         entry, _kind, label = ext
-        callee = self.model.segment(
-            call.func
-            if not call.args or call.func.__class__ is not ast.Attribute or call.func.attr != "transform"
-            else call.args[0],
-            40,
-        )
+        transform = bool(call.args) and call.func.__class__ is ast.Attribute and call.func.attr == "transform"
+        callee = self.model.segment(call.args[0] if transform else call.func, 40)
+        # ``.transform(helper)`` in a chain: reported at ``transform``, not where the chain starts
+        span = self.model.method_span(call) if transform else self.model.span(call)
         for column, rows in entry.get("writes", ()):
-            for own in summary_sources(rows, self.model.span(call), callee, label):
+            for own in summary_sources(rows, span, callee, label):
                 self.writes.append(Write(column, scope, None, None, call, own=own, anchor=call))
         history = entry.get("history", ())
         for k in entry.get("keys", ()):

@@ -378,3 +378,31 @@ def test_a_source_in_a_lambda_given_to_map_or_apply_is_followed() -> None:
         assert (f.rule, f.severity, f.column_name, f.table) == ("ND003", "error", "order_key", "/lake/orders"), call
     # a lambda that only reads the row stays clean
     assert lint_code(plain.format(call="map").replace("{uuid.uuid4()}", "x")) == []
+
+
+def test_another_files_helper_given_to_transform_is_reported_at_transform(tmp_path, monkeypatch) -> None:
+    # redteam10: `.transform(add_surrogate)` on the third line of a chain reported the helper's uuid at the
+    # chain's first line
+    from upsertsink.lint.config import Settings
+    from upsertsink.lint.runner import lint_paths
+
+    (tmp_path / "helpers.py").write_text(
+        "import uuid\nfrom pyspark.sql import functions as F\n\n"
+        "def add_surrogate(df):\n"
+        '    return df.withColumn("order_sk", F.lit(str(uuid.uuid4())))\n'
+    )
+    (tmp_path / "job.py").write_text(
+        "from helpers import add_surrogate\n"
+        "from upsertsink import UpsertSink\n\n"
+        "out = (\n"
+        '    spark.read.table("bronze.orders")\n'
+        '    .filter("amount > 0")\n'
+        "    .transform(add_surrogate)\n"
+        ")\n"
+        'UpsertSink("/lake/silver/orders", keys=["order_sk"]).write(out, batch_id=7)\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+    settings.root = tmp_path
+    found = lint_paths([tmp_path], settings, use_cache=False).findings
+    assert [(f.line, f.column, f.rule, f.severity) for f in found if f.path == "job.py"] == [(7, 6, "ND003", "error")]
