@@ -4,24 +4,34 @@ A dedup keeps one row per value of its subset. A key written after it (``withCol
 F.sha2(F.col("order_id").cast("string"), 256))``) computed only from subset columns has one value per
 subset value too, so the dedup cannot change the set of keys written: only which row's other values
 survive. The question here is syntax only: which column names an expression reads; an expression of any
-other kind (a UDF, a helper, a window, a method not listed) answers None, and the dedup stays an error.
+other kind (a UDF, a window, a method not listed, another file's helper) answers None, and the dedup stays
+an error. A helper of the same file is read through: a call of one that returns one expression
+(``hash_key("click_id")``) reads what that expression reads with the call's arguments for its parameters;
+a parameter of the function a column is computed in (``def add_key(df, col)``) names what every call of
+that function gives it.
 """
 
 from __future__ import annotations
 
 import ast
 
+from upsertsink.lint.callsites import arguments, call_sites
 from upsertsink.lint.facts import Facts, norm
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.values import Values
+
+# a parameter -> (the argument a call gives it, the scope of that call, that scope's own parameters)
+Env = dict[str, tuple[ast.AST, Scope, "Env | None"]]
 
 # Column methods whose string arguments are not columns (a type name, a new name) and whose value is a
 # function of the column they are called on and their other arguments
 _COLUMN_METHODS = frozenset({"cast", "astype", "alias", "name", "substr"})
 
 
-def key_sources(facts: Facts, model: SemanticModel, values: Values, keys: list[str]) -> dict[str, frozenset[str]]:
+def key_sources(
+    facts: Facts, model: SemanticModel, values: Values, keys: list[str]
+) -> dict[str, frozenset[str]]:
     """For each key (normalized) whose every write is computed from known columns only: those columns."""
     out: dict[str, frozenset[str]] = {}
     for k in keys:
@@ -38,16 +48,21 @@ def key_sources(facts: Facts, model: SemanticModel, values: Values, keys: list[s
     return out
 
 
-def reads(model: SemanticModel, values: Values, node: ast.AST, scope: Scope, depth: int = 0) -> set[str] | None:
+def reads(
+    model: SemanticModel, values: Values, node: ast.AST, scope: Scope, depth: int = 0, env: Env | None = None
+) -> set[str] | None:
     """The column names a Column expression reads (``F.col("a")``, ``df["a"]``, ``df.a``, a Spark function's
-    string arguments, literals reading none), or None when it is anything else."""
+    string arguments, literals reading none, a local helper's one returned expression), or None when it is
+    anything else. ``env``: what the parameters of the helper being read through are given."""
     if depth > 30:
         return None
+    node, scope, env = _given(node, scope, env)
     t = type(node)
     if t is ast.Constant:
         return set()
     if t is ast.BinOp:
-        left, right = reads(model, values, node.left, scope, depth + 1), reads(model, values, node.right, scope, depth + 1)
+        left = reads(model, values, node.left, scope, depth + 1, env)
+        right = reads(model, values, node.right, scope, depth + 1, env)
         return left | right if left is not None and right is not None else None
     if t is ast.Subscript or (t is ast.Attribute and type(node.value) is ast.Name):  # df["a"], df.a
         names = values.col_names(node, scope)
@@ -57,25 +72,62 @@ def reads(model: SemanticModel, values: Values, node: ast.AST, scope: Scope, dep
     func = node.func
     sname = model.spark_name(model.qualname(func, scope))
     if sname in ("col", "column"):
-        names = values.const_strings(node.args[0], scope) if node.args else None
+        names = _names(model, values, node.args[0], scope, env) if node.args else None
         return set(names) if names and len(names) == 1 else None
     if sname == "lit":
         return set()
-    if sname is not None:  # a Spark function: its string arguments name columns (concat_ws's first: the separator)
+    if (
+        sname is not None
+    ):  # a Spark function: its string arguments name columns (concat_ws's first: the separator)
         args = node.args[1:] if sname == "concat_ws" else node.args
         out: set[str] = set()
         for a in [*args, *(kw.value for kw in node.keywords)]:
-            found = {a.value} if type(a) is ast.Constant and isinstance(a.value, str) else reads(model, values, a, scope, depth + 1)
+            a, ascope, aenv = _given(a, scope, env)
+            is_name = type(a) is ast.Constant and isinstance(a.value, str)
+            found = {a.value} if is_name else reads(model, values, a, ascope, depth + 1, aenv)
             if found is None:
                 return None
             out |= found
         return out
     if type(func) is ast.Attribute and func.attr in _COLUMN_METHODS:  # F.col("a").cast("string")
-        out = reads(model, values, func.value, scope, depth + 1)
+        out = reads(model, values, func.value, scope, depth + 1, env)
         for a in node.args:
-            found = set() if type(a) is ast.Constant else reads(model, values, a, scope, depth + 1)
+            found = set() if type(a) is ast.Constant else reads(model, values, a, scope, depth + 1, env)
             if out is None or found is None:
                 return None
             out |= found
         return out
-    return None
+    returned = model.returned(node, scope)  # hash_key("click_id"): a helper of this file
+    if returned is None:
+        return None
+    expr, fscope = returned
+    given = {
+        p: (arg, s, env if s is scope else None) for p, (arg, s) in arguments(node, scope, fscope).items()
+    }
+    return reads(model, values, expr, fscope, depth + 1, given)
+
+
+def _given(node: ast.AST, scope: Scope, env: Env | None) -> tuple[ast.AST, Scope, Env | None]:
+    """A parameter of the helper being read through: the argument its call gives it, where it is given."""
+    while env and type(node) is ast.Name and node.id in env:
+        node, scope, env = env[node.id]
+    return node, scope, env
+
+
+def _names(
+    model: SemanticModel, values: Values, node: ast.AST, scope: Scope, env: Env | None
+) -> list[str] | None:
+    """The column names ``F.col(node)`` may name: a constant, a parameter given one by the helper's call,
+    or a parameter of the function the column is computed in that its every call gives the same name."""
+    node, scope, env = _given(node, scope, env)
+    names = values.const_strings(node, scope)
+    if names is not None or type(node) is not ast.Name or node.id not in scope.params:
+        return names
+    found: set[str] = set()
+    for call, cscope in call_sites(model, scope):
+        arg = arguments(call, cscope, scope).get(node.id)
+        given = values.const_strings(arg[0], arg[1]) if arg is not None else None
+        if not given or len(given) != 1:
+            return None
+        found.update(given)
+    return sorted(found) if len(found) == 1 else None
