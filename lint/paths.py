@@ -20,9 +20,18 @@ def table_name(values: Values, node: ast.AST | None, scope: Scope) -> str | None
         return None
     text = values.str_value(node, scope)
     if text is not None and "__ph" not in text.text:
-        return text.text
+        return canonical_table(text.text)
     names = values.const_strings(node, scope)
-    return names[0] if names and len(names) == 1 else None
+    return canonical_table(names[0]) if names and len(names) == 1 else None
+
+
+def canonical_table(name: str) -> str:
+    """A table's name as Spark resolves it, so that two spellings of one table are one: a catalog name
+    (``Main.Sales.`Orders```) without backquotes and in lower case (identifiers are case-insensitive); a
+    path or URI as written."""
+    if "/" in name or ":" in name:
+        return name
+    return name.replace("`", "").lower()
 
 
 def path_value(values: Values, node: ast.AST, scope: Scope, depth: int = 0) -> str | None:

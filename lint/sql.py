@@ -121,8 +121,13 @@ def _table_name(node) -> str | None:
     table = node if isinstance(node, exp.Table) else node.find(exp.Table) if node is not None else None
     if table is None:
         return None
-    name = ".".join(p for p in (table.args.get("db") and table.db, table.name) if p)
-    return name if name and "__ph" not in name else None  # ``MERGE INTO {table}``: a table not known
+    parts = (table.args.get("catalog") and table.catalog, table.args.get("db") and table.db, table.name)
+    if parts[1] and parts[1].lower() == "delta" and not parts[0] and "/" in parts[2]:
+        return parts[2]  # delta.`/lake/orders`: the table at that path, as DeltaTable.forPath names it
+    name = ".".join(p for p in parts if p)  # main.sales.orders: the catalog's part too
+    if not name or "__ph" in name:
+        return None  # ``MERGE INTO {table}``: a table not known
+    return name if "/" in name or ":" in name else name.lower()  # as paths.canonical_table
 
 
 def _reads(node) -> tuple[str, ...]:

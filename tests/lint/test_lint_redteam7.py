@@ -436,3 +436,22 @@ def test_another_files_helper_given_to_transform_is_reported_at_transform(tmp_pa
     settings.root = tmp_path
     found = lint_paths([tmp_path], settings, use_cache=False).findings
     assert [(f.line, f.column, f.rule, f.severity) for f in found if f.path == "job.py"] == [(7, 6, "ND003", "error")]
+
+
+def test_a_table_named_in_sql_text_keeps_its_catalog_and_its_spellings_are_one_table() -> None:
+    # redteam11: ``MERGE INTO main.sales.orders`` was table ``sales.orders``, so its key did not judge a
+    # Python write into ``main.sales.orders`` (and ``dev.`` / ``prod.`` were one table); backquoted or
+    # upper-case spellings of a name, and ``delta.`/path```, were other tables
+    merge = 'spark.sql("MERGE INTO {t} t USING v s ON t.order_no = s.order_no WHEN NOT MATCHED THEN INSERT *")\n'
+    write = 'spark.table("src").limit(100).write.format("delta").mode("append").{how}\n'
+    for target, how in [
+        ("main.sales.orders", 'saveAsTable("main.sales.orders")'),
+        ("Main.Sales.Orders", 'saveAsTable("`main`.`sales`.`orders`")'),
+        ("delta.`/lake/orders`", 'save("/lake/orders")'),
+    ]:
+        [f] = lint_code(merge.format(t=target) + write.format(how=how))
+        assert (f.rule, f.severity, f.column_name) == ("ND008", "error", "order_no"), target
+    found = lint_code(merge.format(t="dev.sales.orders") + write.format(how='saveAsTable("prod.sales.orders")'))
+    assert [(f.rule, f.severity, f.column_name, f.table) for f in found] == [
+        ("ND008", "warning", "*", "prod.sales.orders")
+    ]
