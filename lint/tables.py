@@ -33,6 +33,8 @@ _KEYLESS_WRITES = {
     "insertInto": ("tableName",),
     "toTable": ("tableName",),
     "save": ("path",),
+    "to_table": ("name",),  # pandas-on-Spark: psdf.to_table("t"), psdf.to_delta("/p")
+    "to_delta": ("path",),
 }
 # DataFrame methods that register it as a view by name (the name: their first argument, or `name=`)
 _TEMP_VIEWS = frozenset({"createOrReplaceTempView", "createTempView", "createGlobalTempView",
@@ -155,7 +157,8 @@ class Targets:
                 if view is not None:
                     frames.setdefault(view.lower(), []).append((func.value, scope))
             elif type(func) is ast.Attribute and func.attr in _KEYLESS_WRITES:
-                written = chains.writer_source(func.value)
+                on_frame = func.attr in ("to_table", "to_delta")  # a frame's own method, not a writer's
+                written = func.value if on_frame else chains.writer_source(func.value)
                 arg = call.args[0] if call.args else model.kwarg(call, *_KEYLESS_WRITES[func.attr])
             elif type(func) is ast.Attribute and func.attr == "writeTo":  # df.writeTo("t").append()
                 written = func.value

@@ -62,7 +62,7 @@ def _pandas(ctx: Context, frame: ast.AST, scope: Any) -> bool:
     for step, where in chains.down_chain(ctx.model, frame, scope):
         if type(step) is ast.Call and type(step.func) is ast.Attribute and step.func.attr in PANDAS_FRAMES:
             q = ctx.model.qualname(step.func, where)
-            return q is None or q.startswith("pandas.")
+            return q is None or q.startswith(("pandas.", "pyspark.pandas."))  # pandas-on-Spark: the same
         if type(step) is ast.Call and type(step.func) is ast.Name and step.func.id in PANDAS_FRAMES:
             return chains.pandas_name(ctx.model, step.func, where)  # from pandas import DataFrame
     return False
@@ -94,7 +94,8 @@ reported, also through a grouped aggregation (`df.limit(10).groupBy("k").count()
 ordering is searched along the method chain and through one variable (`ordered = df.orderBy(...)`;
 `ordered.limit(10)`). pandas' `head(n)`, `tail(n)` and `iloc[:n]` choose rows the same way on a frame known to
 be pandas (`toPandas()`, `to_pandas()`, `pd.read_*`, `pd.DataFrame(...)`, `DataFrame(...)` imported from
-pandas), also after a column selection (`pdf[cols].head()`), unless `sort_values`/`sort_index` comes first;
+pandas) or pandas-on-Spark (`ps.read_table(...)` and the other `pyspark.pandas` readers, `df.pandas_api()`:
+its frames are Spark's, read in no order), also after a column selection (`pdf[cols].head()`), unless `sort_values`/`sort_index` comes first;
 Spark's `head(n)` and `tail(n)` are actions that only look.
 """,
     why="A replay can write a different subset of rows.",

@@ -455,3 +455,17 @@ def test_a_table_named_in_sql_text_keeps_its_catalog_and_its_spellings_are_one_t
     assert [(f.rule, f.severity, f.column_name, f.table) for f in found] == [
         ("ND008", "warning", "*", "prod.sales.orders")
     ]
+
+
+def test_pandas_on_spark_head_decides_the_rows_of_the_table_it_is_written_to() -> None:
+    # redteam11: ``ps.read_table(...).head(100)`` (pandas-on-Spark: a Spark plan read in no order) written
+    # with ``to_table`` was not reported
+    for read, write, table in [
+        ('ps.read_table("bronze.orders")', 'to_table("silver.top", mode="overwrite")', "silver.top"),
+        ('spark.read.table("bronze.orders").pandas_api()', 'to_delta("/lake/top", mode="overwrite")', "/lake/top"),
+    ]:
+        code = f"import pyspark.pandas as ps\npsdf = {read}\npsdf.head(100).{write}\n"
+        [f] = lint_code(code)
+        assert (f.rule, f.line, f.column_name, f.table) == ("ND008", 3, "*", table), read
+        # ordered first: exact
+        assert lint_code(code.replace("psdf.head", 'psdf.sort_values("order_id").head')) == []
