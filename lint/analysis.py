@@ -29,7 +29,7 @@ from upsertsink.lint.catalogue import (
 from upsertsink.lint.chains import Uses
 from upsertsink.lint.collect import Collector
 from upsertsink.lint.context import Context
-from upsertsink.lint.derived import key_sources
+from upsertsink.lint.derived import key_sources, param_reads
 from upsertsink.lint.facts import EMPTY, Facts, Reach, RowEffect, Src, Write, norm
 from upsertsink.lint.keys import Keys, param_keys
 from upsertsink.lint.model import SemanticModel, top_function
@@ -258,6 +258,9 @@ class ModuleAnalysis:
             if history:
                 entry["history"] = history
             entry.update(param_keys(model, self.values, facts, fscope))  # keys and table given by the caller
+            derives = param_reads(model, self.values, fscope)  # a key helper: the columns it reads
+            if derives is not None:
+                entry["derives"] = derives
             if entry:
                 funcs[name] = entry
         values: dict[str, dict] = {}

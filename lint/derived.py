@@ -4,10 +4,11 @@ A dedup keeps one row per value of its subset. A key written after it (``withCol
 F.sha2(F.col("order_id").cast("string"), 256))``) computed only from subset columns has one value per
 subset value too, so the dedup cannot change the set of keys written: only which row's other values
 survive. The question here is syntax only: which column names an expression reads; an expression of any
-other kind (a UDF, a window, a method not listed, another file's helper) answers None, and the dedup stays
-an error. A helper of the same file is read through: a call of one that returns one expression
-(``hash_key("click_id")``) reads what that expression reads with the call's arguments for its parameters;
-a parameter of the function a column is computed in (``def add_key(df, col)``) names what every call of
+other kind (a UDF, a window, a method not listed) answers None, and the dedup stays an error. A helper is
+read through: a call of one of this file that returns one expression (``hash_key("click_id")``) reads
+what that expression reads with the call's arguments for its parameters; another file's helper says in
+its summary which columns it reads and which parameters name them (``derives``, :func:`param_reads`); a
+parameter of the function a column is computed in (``def add_key(df, col)``) names what every call of
 that function gives it.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import ast
 
-from upsertsink.lint.callsites import arguments, call_sites
+from upsertsink.lint.callsites import arguments, call_sites, given_argument
 from upsertsink.lint.facts import Facts, norm
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.scopes import Scope
@@ -99,12 +100,55 @@ def reads(
         return out
     returned = model.returned(node, scope)  # hash_key("click_id"): a helper of this file
     if returned is None:
-        return None
+        return _external(model, values, node, scope, depth, env)
     expr, fscope = returned
     given = {
         p: (arg, s, env if s is scope else None) for p, (arg, s) in arguments(node, scope, fscope).items()
     }
     return reads(model, values, expr, fscope, depth + 1, given)
+
+
+# a parameter's stand-in while a function is read for another file (see param_reads)
+_PARAM = "\0param:"
+
+
+def param_reads(model: SemanticModel, values: Values, fscope: Scope) -> dict | None:
+    """For the files that import it: what a function returning one Column expression reads, as the
+    columns it names itself and the parameters whose argument names (or is) a column it reads
+    (``def hash_key(c): return F.sha2(F.col(c), 256)``: parameter 0). None when it reads anything else."""
+    if len(fscope.returns) != 1 or not fscope.params:
+        return None
+    env: Env = {p: (ast.Constant(value=_PARAM + p), fscope, None) for p in fscope.params}
+    found = reads(model, values, fscope.returns[0], fscope, 0, env)
+    params = [[i, p] for i, p in enumerate(fscope.params) if found and _PARAM + p in found]
+    if not params:
+        return None
+    assert found is not None
+    return {"columns": sorted(c for c in found if not c.startswith(_PARAM)), "params": params}
+
+
+def _external(
+    model: SemanticModel, values: Values, node: ast.Call, scope: Scope, depth: int, env: Env | None
+) -> set[str] | None:
+    """What a call of another file's function reads, by that function's ``derives`` (param_reads)."""
+    ext = model.resolve_external(node.func, scope)
+    spec = ext[0].get("derives") if ext is not None and ext[1] == "func" else None
+    if spec is None:
+        return None
+    out = set(spec["columns"])
+    for position, name in spec["params"]:
+        arg = given_argument(node, position, name)
+        if arg is None:
+            return None  # its default: not known here
+        arg, ascope, aenv = _given(arg, scope, env)
+        names = values.const_strings(arg, ascope)
+        found = (
+            set(names) if names and len(names) == 1 else reads(model, values, arg, ascope, depth + 1, aenv)
+        )
+        if found is None:
+            return None
+        out |= found
+    return out
 
 
 def _given(node: ast.AST, scope: Scope, env: Env | None) -> tuple[ast.AST, Scope, Env | None]:

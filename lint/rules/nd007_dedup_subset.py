@@ -59,8 +59,8 @@ the aggregation (`dropDuplicatesWithinWatermark(subset)` on a stream alike). Whe
 error reaching that key. When the subset holds every key (deduplicating by exactly the written key set), the
 keys are right and only the surviving row's *values* are order-dependent: a warning (`column_name: "*"`). A
 key computed from subset columns alone (`F.sha2(F.col("order_id").cast("string"), 256)` after a dedup by
-`order_id`) counts as held, also when a helper of the same file computes it (`hash_key("order_id")`, or
-`add_key(df, "order_id")` whose every call names the same column); another file's helper is not read.
+`order_id`) counts as held, also when a helper computes it (`hash_key("order_id")`, of this file or
+imported from another, or `add_key(df, "order_id")` whose every call names the same column).
 With no known keys, a sequence column outside the subset is reported as an error, else a warning.
 `dropDuplicates()` without a subset, and a subset that holds every selected column
 (`df.select("a", "b").dropDuplicates(["a", "b"])`), remove exact duplicates only and are deterministic.

@@ -469,3 +469,30 @@ def test_pandas_on_spark_head_decides_the_rows_of_the_table_it_is_written_to() -
         assert (f.rule, f.line, f.column_name, f.table) == ("ND008", 3, "*", table), read
         # ordered first: exact
         assert lint_code(code.replace("psdf.head", 'psdf.sort_values("order_id").head')) == []
+
+
+def test_a_key_computed_by_another_files_helper_from_the_dedup_columns_keeps_the_keys(tmp_path, monkeypatch) -> None:
+    # redteam10: ``hash_key("click_id")`` imported from a key-utilities module after a dedup by click_id
+    # was an error against click_key; the helper's summary now says which columns it reads
+    from upsertsink.lint.config import Settings
+    from upsertsink.lint.runner import lint_paths
+
+    (tmp_path / "keyutils.py").write_text(
+        "from pyspark.sql import functions as F\n\n"
+        'def hash_key(c, salt="v1"):\n'
+        '    return F.sha2(F.concat_ws("|", F.col(c).cast("string"), F.lit(salt)), 256)\n'
+    )
+    job = (
+        "from keyutils import hash_key\n"
+        "from upsertsink import UpsertSink\n"
+        'clicks = spark.read.table("bronze.clicks").dropDuplicates(["click_id"])\n'
+        'out = clicks.withColumn("click_key", hash_key({arg}))\n'
+        'UpsertSink("/lake/silver/clicks", keys=["click_key"]).write(out, batch_id=1)\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+    settings.root = tmp_path
+    for arg, severity in [('"click_id"', "warning"), ('"user_id"', "error"), ('c="click_id", salt="v2"', "warning")]:
+        (tmp_path / "job.py").write_text(job.format(arg=arg))
+        found = [f for f in lint_paths([tmp_path], settings, use_cache=False).findings if f.path == "job.py"]
+        assert [(f.line, f.rule, f.severity) for f in found] == [(3, "ND007", severity)], arg
