@@ -102,6 +102,8 @@ def reads(
     if returned is None:
         return _external(model, values, node, scope, depth, env)
     expr, fscope = returned
+    if getattr(fscope.node, "decorator_list", None):
+        return None  # a UDF (``@F.udf``) computes its value from the row's values, not from column names
     given = {
         p: (arg, s, env if s is scope else None) for p, (arg, s) in arguments(node, scope, fscope).items()
     }
@@ -116,7 +118,7 @@ def param_reads(model: SemanticModel, values: Values, fscope: Scope) -> dict | N
     """For the files that import it: what a function returning one Column expression reads, as the
     columns it names itself and the parameters whose argument names (or is) a column it reads
     (``def hash_key(c): return F.sha2(F.col(c), 256)``: parameter 0). None when it reads anything else."""
-    if len(fscope.returns) != 1 or not fscope.params:
+    if len(fscope.returns) != 1 or not fscope.params or getattr(fscope.node, "decorator_list", None):
         return None
     env: Env = {p: (ast.Constant(value=_PARAM + p), fscope, None) for p in fscope.params}
     found = reads(model, values, fscope.returns[0], fscope, 0, env)

@@ -336,6 +336,8 @@ def test_a_key_computed_by_a_helper_of_the_same_file_from_the_dedup_columns_keep
         ('out = clicks.withColumn("click_key", hash_key("user_id"))\n', "error"),
         (add_key + 'out = add_key(clicks, "click_id")\nother = add_key(clicks, "user_id")\n', "error"),
         ('out = clicks.withColumn("click_key", hash_key(F.col("click_id")))\n', "error"),
+        # a UDF reads the row's values, whatever its argument names
+        ('@F.udf("string")\ndef norm(c):\n    return c\nout = clicks.withColumn("click_key", F.concat(norm("user_id"), F.col("click_id")))\n', "error"),
     ]:
         found = [f for f in lint_code(head + body + sink) if f.rule == "ND007"]
         assert [(f.severity, f.column_name) for f in found] == [
