@@ -134,7 +134,9 @@ def discover_real(paths: list[Path], settings: Settings) -> list[tuple[Path, Pat
         for dirpath, dirnames, filenames in os.walk(base):
             runrecord.note(dirpath)  # an entry added, removed or renamed changes its modification time
             d = Path(dirpath)
-            real_dir = os.path.realpath(dirpath)
+            # the walk starts at a resolved folder and never enters a linked one (followlinks=False), so every
+            # folder it visits is its own real path (realpath here cost an lstat per path component)
+            real_dir = dirpath
             local = _gitignore_spec(d)
             if local is not None and d != root:
                 inherited.append((d, local))
