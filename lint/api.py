@@ -201,6 +201,12 @@ LOOK_ONLY_ACTIONS = _with("look")
 ALIAS_METHODS = _with("alias")
 MATCHED_UPDATES = _with("matched-update")
 PANDAS_FRAMES = _with("pandas")
+# A DataFrame's attributes that are not one of its columns (``df.columns`` is the list of all of them: a
+# ``select(staging.columns)`` keeps columns not known here, never one named "columns")
+FRAME_PROPERTIES = frozenset(
+    {"columns", "dtypes", "schema", "names", "index", "values", "shape", "rdd", "na", "stat", "write",
+     "writeStream", "isStreaming", "sparkSession", "T", "loc", "iloc", "at", "iat"}
+)
 RECORD_TABLES = _with("fact=records")  # turn a list of dict records into a table
 WIDGET_READS = _with("widget-read")
 MERGE_MAPS: dict[str, tuple[str, int]] = {

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from upsertsink.lint.api import NAME_ARG_FUNCTIONS, ORDER_WRAPPERS
+from upsertsink.lint.api import FRAME_PROPERTIES, NAME_ARG_FUNCTIONS, ORDER_WRAPPERS
 from upsertsink.lint.callsites import arguments
 from upsertsink.lint.checker import ABSENT
 from upsertsink.lint.model import SemanticModel
@@ -496,7 +496,7 @@ class Values:
                 return self.col_names(node.args[0], scope)
         if t is ast.Subscript:
             return self.col_names(node.slice, scope)
-        if t is ast.Attribute:
+        if t is ast.Attribute and node.attr not in FRAME_PROPERTIES:  # df.a (df.columns: every column)
             return [node.attr]
         if t is ast.Name:
             strs = self.const_strings(node, scope)

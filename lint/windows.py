@@ -31,7 +31,8 @@ def window_spec(values: Values, node: ast.AST, scope: Scope, depth: int = 0) -> 
     if t is ast.Call and type(node.func) is ast.Name:  # a helper that builds the window
         s = values.model.lookup(node.func.id, scope)
         if s is None or node.func.id not in s.funcs:
-            return None
+            # ``Window()``: an instance of the class, whose methods build specs as the class' do
+            return window_spec(values, node.func, scope, depth + 1) if not node.args else None
         fscope = s.funcs[node.func.id][1]
         specs = {window_spec(values, r, fscope, depth + 1) for r in fscope.returns}
         return specs.pop() if len(specs) == 1 else None

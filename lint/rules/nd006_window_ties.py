@@ -18,7 +18,8 @@ A constant (`F.lit(0)`) breaks no tie and does not count as a column. A window o
 value (`monotonically_increasing_id()`, `rand()`, a column computed from the clock) is not a tie: that
 value's own rule (ND004, ND002, ND001) is reported where the numbering lands. A single ordering column that is neither a key nor the sequence column may tie, and among tied rows
 `row_number()` numbers them arbitrarily: the classic "keep the latest row per key" deduplication then keeps
-a different row on replay. The window is followed through variables (`w = Window.partitionBy(...)...`);
+a different row on replay. The window is followed through variables (`w = Window.partitionBy(...)...`,
+`Window().orderBy(...)` alike);
 a window that comes from elsewhere (a parameter) is not reported. The same check applies to `OVER (...)`
 clauses in SQL text. `rank()`, `dense_rank()`, `percent_rank()` and `cume_dist()` give tied rows equal
 values and are not reported. When the window is partitioned by exactly the written key set (or a superset),

@@ -498,3 +498,32 @@ def test_a_key_computed_by_another_files_helper_from_the_dedup_columns_keeps_the
         (tmp_path / "job.py").write_text(job.format(arg=arg))
         found = [f for f in lint_paths([tmp_path], settings, use_cache=False).findings if f.path == "job.py"]
         assert [(f.line, f.rule, f.severity) for f in found] == [(3, "ND007", severity)], arg
+
+
+def test_a_window_made_as_an_instance_is_followed() -> None:
+    # realjobs3 (a public data generator): ``Window().orderBy("ts")`` was not known as a window, so the
+    # numbering over it was never reported; ``Window.orderBy("ts")`` was
+    code = """
+    from pyspark.sql.window import Window
+    from pyspark.sql.functions import row_number
+    w = {window}.orderBy("ts")
+    out = df.withColumn("row_num", row_number().over(w))
+    out.write.mode("overwrite").save("/x")
+    """
+    for window in ("Window()", "Window"):
+        [f] = lint_code(code.format(window=window))
+        assert (f.rule, f.line, f.severity, f.column_name) == ("ND006", 5, "warning", "row_num"), window
+
+
+def test_a_select_of_another_frames_columns_keeps_what_it_cannot_name() -> None:
+    # realjobs3: ``.select(staging.columns)`` was read as a select of one column named "columns", so every
+    # source before it was dropped, a key error included
+    code = """
+    from pyspark.sql.functions import monotonically_increasing_id
+    from upsertsink import UpsertSink
+    out = df.withColumn("order_id", monotonically_increasing_id()).select({cols})
+    UpsertSink("/t", keys=["order_id"]).write(out, batch_id=1)
+    """
+    for cols in ("staging.columns", "*staging.columns", "staging.schema.names", "staging.columns[1:]"):
+        [f] = lint_code(code.format(cols=cols))
+        assert (f.rule, f.severity, f.column_name) == ("ND004", "error", "order_id"), cols
