@@ -30,6 +30,19 @@ def _selects_only(ctx: Context, node: ast.AST, scope: Scope, columns: list[str])
     return False
 
 
+def _own_columns(subset: ast.AST, frame: ast.AST) -> bool:
+    """Is the subset the deduplicated frame's own column list (``src.dropDuplicates(src.columns)``)?"""
+    if type(subset) is ast.Starred:
+        subset = subset.value
+    return (
+        type(subset) is ast.Attribute
+        and subset.attr == "columns"
+        and type(subset.value) is ast.Name
+        and type(frame) is ast.Name
+        and subset.value.id == frame.id
+    )
+
+
 def _dedup_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
     """``dropDuplicates(subset)``: an arbitrary row of each group survives (pandas ``keep=`` is exact)."""
     subset_node = call.args[0] if call.args else ctx.model.kwarg(call, "subset")
@@ -38,6 +51,8 @@ def _dedup_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
         or ctx.model.kwarg(call, "keep") is not None
         or chains.looked_only(ctx.model, call)
     ):
+        return
+    if _own_columns(subset_node, call.func.value):  # src.dropDuplicates(src.columns): every column
         return
     subset = ctx.values.const_strings(subset_node, scope)
     if subset is not None and _selects_only(ctx, call.func.value, scope, subset):
@@ -62,8 +77,9 @@ key computed from subset columns alone (`F.sha2(F.col("order_id").cast("string")
 `order_id`) counts as held, also when a helper computes it (`hash_key("order_id")`, of this file or
 imported from another, or `add_key(df, "order_id")` whose every call names the same column).
 With no known keys, a sequence column outside the subset is reported as an error, else a warning.
-`dropDuplicates()` without a subset, and a subset that holds every selected column
-(`df.select("a", "b").dropDuplicates(["a", "b"])`), remove exact duplicates only and are deterministic.
+`dropDuplicates()` without a subset, a subset that holds every selected column
+(`df.select("a", "b").dropDuplicates(["a", "b"])`) and the frame's own column list
+(`src.dropDuplicates(src.columns)`) remove exact duplicates only and are deterministic.
 pandas' `drop_duplicates(..., keep=...)` is deterministic for a deterministic input order.
 """,
     why="A replay can keep a different row of each group.",

@@ -527,3 +527,18 @@ def test_a_select_of_another_frames_columns_keeps_what_it_cannot_name() -> None:
     for cols in ("staging.columns", "*staging.columns", "staging.schema.names", "staging.columns[1:]"):
         [f] = lint_code(code.format(cols=cols))
         assert (f.rule, f.severity, f.column_name) == ("ND004", "error", "order_id"), cols
+
+
+def test_a_dedup_by_the_frames_own_columns_removes_exact_duplicates_only() -> None:
+    # found with realjobs3's ``select(X.columns)``: ``src.dropDuplicates(src.columns)`` was a dedup by a
+    # column named "columns", an error against the key
+    code = """
+    from upsertsink import UpsertSink
+    src = spark.read.table("bronze.orders")
+    out = src.dropDuplicates({subset})
+    UpsertSink("/t", keys=["order_id"]).write(out, batch_id=1)
+    """
+    assert lint_code(code.format(subset="src.columns")) == []
+    # another frame's columns are not known to be this frame's: still a dedup by a subset
+    [f] = lint_code(code.format(subset="other.columns"))
+    assert (f.rule, f.severity, f.column_name) == ("ND007", "error", "order_id")
