@@ -126,7 +126,7 @@ METHODS: dict[str, str] = {
     "sort": "frame pass transform order",
     "sort_index": "order",
     "sort_values": "order",
-    "sortWithinPartitions": "frame pass keep order",
+    "sortWithinPartitions": "frame pass keep",  # orders each partition only: a limit after it is not exact
     "sql": "frame fact=sql",
     "start": "frame",
     "summary": "look",

@@ -59,6 +59,11 @@ def arguments(call: ast.Call, scope: Scope, fscope: Scope) -> dict[str, tuple[as
     return out
 
 
+def passed(node: ast.AST | None) -> bool:
+    """Is an argument given with a value (not left out, not ``None``: ``seed=None`` is no seed)?"""
+    return node is not None and not (type(node) is ast.Constant and node.value is None)
+
+
 def called_name(func: ast.AST) -> str:
     """The name a call is made by: ``f`` of ``f(...)`` and of ``mod.f(...)`` / ``obj.f(...)``."""
     return func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""

@@ -95,13 +95,23 @@ def quick_look(model: SemanticModel, call: ast.Call, writes_table: bool) -> bool
     return not any("_sqldf" in line for line in model.lines)
 
 
+# Spark methods that shuffle the rows: an ordering below one of them is lost (``orderBy(...).groupBy(...)
+# .agg(...).limit(10)`` keeps an arbitrary ten). pandas' ``groupby`` sorts by its keys and is not here.
+_SHUFFLING = frozenset(
+    {"groupBy", "agg", "repartition", "repartitionByRange", "distinct", "dropDuplicates", "join", "crossJoin",
+     "intersect", "intersectAll", "subtract", "exceptAll", "pivot", "rollup", "cube"}
+)
+
+
 def ordering(model: SemanticModel, node: ast.AST, scope: Scope) -> tuple[ast.Call, Scope] | None:
-    """The ``orderBy``/``sort`` call that orders the DataFrame expression, if any."""
+    """The ``orderBy``/``sort`` call that orders the DataFrame expression, if any (none past a shuffle)."""
     for _ in range(50):
         t = type(node)
         if t is ast.Call and type(node.func) is ast.Attribute:
             if node.func.attr in ORDER_METHODS:
                 return node, scope
+            if node.func.attr in _SHUFFLING:
+                return None
             node = node.func.value
         elif t is ast.Name:
             value = model.single_value(node, scope)

@@ -13,6 +13,7 @@ from upsertsink.lint.api import (
     ALIAS_METHODS,
     NAME_ARG_FUNCTIONS,
 )
+from upsertsink.lint.callsites import passed
 from upsertsink.lint.catalogue import METHOD_SOURCES, ORDER_CODE, SPARK_FUNCTIONS
 from upsertsink.lint.facts import Src, Write
 from upsertsink.lint.scopes import Scope
@@ -75,7 +76,7 @@ def on_records(col: Collector, call: ast.Call, scope: Scope) -> None:
 
 def on_seed(col: Collector, call: ast.Call, scope: Scope) -> None:
     q = col.model.qualname(call.func, scope)
-    if call.args and q in ("random.seed", "numpy.random.seed"):
+    if call.args and passed(call.args[0]) and q in ("random.seed", "numpy.random.seed"):
         col.seeded.add(q.rsplit(".", 1)[0])
 
 

@@ -14,7 +14,7 @@ import ast
 from upsertsink.lint import records
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.api import FRAME_METHODS, RECORD_TABLES, WIDGET_READS
-from upsertsink.lint.callsites import arguments, call_sites, called_name
+from upsertsink.lint.callsites import arguments, call_sites, called_name, passed
 from upsertsink.lint.catalogue import (
     FIX_HOOKS,
     METHOD_SOURCES,
@@ -259,7 +259,7 @@ class Taint:
         if mod in PYTHON_MODULES:
             if name in PYTHON_RANDOM_NEUTRAL or mod in self.facts.seeded:
                 return None
-            if name in PYTHON_RANDOM_SEEDABLE and nargs:
+            if name in PYTHON_RANDOM_SEEDABLE and any(map(passed, [*call.args, *(k.value for k in call.keywords)])):
                 return None
             return self.model.src(PYTHON_MODULES[mod], call)
         sname = self.model.spark_name(q)
@@ -281,9 +281,10 @@ class Taint:
     @staticmethod
     def _seeded_call(call: ast.Call, position: int) -> bool:
         """Is the seed argument (``seed=`` or the positional argument at ``position``) given?"""
-        if any(kw.arg == "seed" for kw in call.keywords):
+        if any(kw.arg == "seed" and passed(kw.value) for kw in call.keywords):
             return True
-        return len(call.args) > position and not any(type(a) is ast.Starred for a in call.args)
+        args = call.args
+        return len(args) > position and not any(type(a) is ast.Starred for a in args) and passed(args[position])
 
     def call_taint(self, call: ast.Call, scope: Scope) -> frozenset:
         if id(call) in self._records:  # each field carries its own sources as a column: frame["ts"] is ts

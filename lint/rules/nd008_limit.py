@@ -92,7 +92,8 @@ action that looks at the data (`show()`, `collect()`, `toPandas()`, `count()`, `
 reported, also through a grouped aggregation (`df.limit(10).groupBy("k").count().show()`), nor is
 `limit(0)` (it selects nothing, e.g. to take a schema). The
 ordering is searched along the method chain and through one variable (`ordered = df.orderBy(...)`;
-`ordered.limit(10)`). pandas' `head(n)`, `tail(n)` and `iloc[:n]` choose rows the same way on a frame known to
+`ordered.limit(10)`), never past a shuffle (`groupBy(...).agg(...)`, `repartition`, `distinct`, `join`...:
+an ordering below one is lost); `sortWithinPartitions` orders each partition only and is no ordering. pandas' `head(n)`, `tail(n)` and `iloc[:n]` choose rows the same way on a frame known to
 be pandas (`toPandas()`, `to_pandas()`, `pd.read_*`, `pd.DataFrame(...)`, `DataFrame(...)` imported from
 pandas) or pandas-on-Spark (`ps.read_table(...)` and the other `pyspark.pandas` readers, `df.pandas_api()`:
 its frames are Spark's, read in no order), also after a column selection (`pdf[cols].head()`), unless `sort_values`/`sort_index` comes first;

@@ -6,6 +6,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from upsertsink.lint import chains
+from upsertsink.lint.callsites import passed
 from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
 
 if TYPE_CHECKING:
@@ -13,15 +14,19 @@ if TYPE_CHECKING:
 
 
 def _seeded_sample(ctx: Context, call: ast.Call, method: str) -> bool:
-    if ctx.model.kwarg(call, "seed", "random_state") is not None:
-        return True
-    args = call.args
+    if passed(ctx.model.kwarg(call, "seed", "random_state")):
+        return True  # seed=None: no seed
+    position = _seed_position(call, method)
+    return len(call.args) > position and passed(call.args[position])
+
+
+def _seed_position(call: ast.Call, method: str) -> int:
+    """Where a positional seed goes: ``sample([withReplacement,] fraction, seed)``, ``sampleBy(col,
+    fractions, seed)``, ``randomSplit(weights, seed)``."""
     if method == "sample":
-        first_is_bool = bool(args) and type(args[0]) is ast.Constant and isinstance(args[0].value, bool)
-        return len(args) >= (3 if first_is_bool else 2)
-    if method == "sampleBy":
-        return len(args) >= 3
-    return len(args) >= 2  # randomSplit(weights, seed)
+        args = call.args
+        return 2 if args and type(args[0]) is ast.Constant and isinstance(args[0].value, bool) else 1
+    return 2 if method == "sampleBy" else 1
 
 
 _PANDAS_SAMPLE = frozenset({"n", "frac", "replace", "weights", "axis", "ignore_index"})
@@ -50,6 +55,7 @@ def _sample_fix(ctx: Context, call: ast.Call, method: str) -> FixSpec | None:
     keyword = _seed_keyword(call, method)
     if (
         keyword is None
+        or len(call.args) > _seed_position(call, method)  # a positional seed (None) is there: not added twice
         or any(type(a) is ast.Starred for a in call.args)
         or any(k.arg is None for k in call.keywords)
     ):
@@ -87,7 +93,7 @@ RULE = Rule(
     description="""
 An unseeded sample draws a different subset on every run. Samples that only feed an action that looks at
 the data (`show()`, `count()`...) are debug sampling and not reported. pandas' `random_state=` counts as a
-seed.
+seed; `seed=None` (or `random_state=None`, or `None` in the seed's place) is no seed.
 """,
     why="A replay writes a different sample.",
     method_hooks={"sample": _sample_hook, "sampleBy": _sample_hook, "randomSplit": _sample_hook},

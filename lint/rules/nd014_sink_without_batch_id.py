@@ -6,6 +6,7 @@ import ast
 import re
 from typing import TYPE_CHECKING, Any
 
+from upsertsink.lint.callsites import passed
 from upsertsink.lint.rules._writes_common import (
     BATCH_FUNCTION_HOOKS,
     TRIGGERS,
@@ -91,8 +92,8 @@ def _check_sink_writes(ctx: Context, batch: dict[int, BatchFn]) -> None:
         f = call.func
         if type(f) is not ast.Attribute or f.attr != "write" or not call.args:
             continue
-        if ctx.model.kwarg(call, "batch_id") is not None or len(call.args) > 1:
-            continue
+        if passed(ctx.model.kwarg(call, "batch_id")) or (len(call.args) > 1 and passed(call.args[1])):
+            continue  # batch_id=None: written without a marker, as when left out
         if any(type(a) is ast.Starred for a in call.args) or any(kw.arg is None for kw in call.keywords):
             continue
         sink = _sink_of(ctx, f.value, scope, sinks)
@@ -104,7 +105,7 @@ def _check_sink_writes(ctx: Context, batch: dict[int, BatchFn]) -> None:
         where = bf.where() if bf is not None else _in_loop(ctx, call)
         if where is None:
             continue
-        ordered = ctx.model.kwarg(sink, "sequence_by", "sequence") is not None
+        ordered = passed(ctx.model.kwarg(sink, "sequence_by", "sequence"))
         note = f"`{ctx.model.segment(call, 50)}` in {where} passes no `batch_id`"
         if not ordered:
             note += " (and the sink has no `sequence_by`: an older batch re-sent after newer ones overwrites their rows)"
@@ -136,7 +137,8 @@ RULE = WriteRule(
     "loop over batches, called without `batch_id`.",
     description="""
 UpsertSink's replay protection works by batch id: it records the id in the commit, skips a batch it already
-committed and verifies a replay's content. Without `batch_id` every call is a fresh write: the upsert by key
+committed and verifies a replay's content. Without `batch_id` (or with `batch_id=None`, and `sequence_by=None`
+is no sequence) every call is a fresh write: the upsert by key
 still converges when a replay has the same content, but nothing is skipped or verified, and without
 `sequence_by` a batch re-sent after newer ones writes its older rows over theirs (an error then; with
 `sequence_by`, a warning). Loops count as batch loops when their variables or iterable are named like

@@ -542,3 +542,57 @@ def test_a_dedup_by_the_frames_own_columns_removes_exact_duplicates_only() -> No
     # another frame's columns are not known to be this frame's: still a dedup by a subset
     [f] = lint_code(code.format(subset="other.columns"))
     assert (f.rule, f.severity, f.column_name) == ("ND007", "error", "order_id")
+
+
+def test_an_ordering_is_lost_past_a_shuffle_and_sort_within_partitions_is_none() -> None:
+    # redteam12: sortWithinPartitions, or an orderBy below a groupBy/agg or a repartition, made a limit exact
+    for chain in (
+        'sortWithinPartitions("x").limit(5)',
+        'orderBy("amount").groupBy("acct").agg(F.sum("amount").alias("total")).limit(10)',
+        'orderBy("amount").repartition(8).limit(10)',
+    ):
+        code = f'from pyspark.sql import functions as F\nb = spark.read.table("raw.b").{chain}\nb.write.saveAsTable("dw.b")\n'
+        [f] = lint_code(code)
+        assert (f.rule, f.line, f.column_name, f.table) == ("ND008", 2, "*", "dw.b"), chain
+    # an ordering after the shuffle, or only narrow steps between: exact
+    for chain in ('groupBy("acct").count().orderBy("acct").limit(10)', 'orderBy("x").select("x").limit(5)'):
+        assert lint_code(f'b = spark.read.table("raw.b").{chain}\nb.write.saveAsTable("dw.b")\n') == [], chain
+
+
+def test_a_seed_given_as_none_is_no_seed() -> None:
+    # redteam12: random.seed(None), default_rng(None), sample(seed=None)... counted as seeded
+    pandas_head = "import random\nimport numpy as np\npdf = spark.table('raw.u').toPandas()\n"
+    for line, rule in [
+        ('random.seed(None)\npdf["salt"] = random.randint(0, 9)\n', "ND002"),
+        ('pdf["noise"] = np.random.default_rng(None).normal(size=len(pdf))\n', "ND002"),
+        ('pdf["c"] = random.Random(None).random()\n', "ND002"),
+    ]:
+        found = lint_code(pandas_head + line + 'write_deltalake("/lake/p", pdf, mode="overwrite")\n')
+        assert [f.rule for f in found] == [rule], line
+    spark_head = "from pyspark.sql import functions as F\nsdf = spark.read.table('raw.u')\n"
+    for expr, rule in [
+        ('sdf.withColumn("n", F.rand(seed=None))', "ND002"),  # not ND004: no seed at all
+        ("sdf.sample(fraction=0.1, seed=None)", "ND009"),
+        ("sdf.sample(False, 0.1, None)", "ND009"),
+        ('sdf.sampleBy("k", {"x": 0.1}, seed=None)', "ND009"),
+    ]:
+        found = lint_code(spark_head + f'{expr}.write.saveAsTable("dw.t")\n')
+        assert [f.rule for f in found] == [rule], expr
+    # with a seed there is nothing to report, and no fix adds a second seed after a positional None
+    assert lint_code(spark_head + 'sdf.sample(False, 0.1, 7).write.saveAsTable("dw.t")\n') == []
+    [f] = lint_code(spark_head + 'sdf.sample(False, 0.1, None).write.saveAsTable("dw.t")\n')
+    assert f.fix is None
+
+
+def test_a_sink_write_with_batch_id_none_and_a_sink_with_sequence_by_none() -> None:
+    # redteam12: ``batch_id=None`` counted as a batch id, ``sequence_by=None`` as a sequence
+    code = """
+    from upsertsink import UpsertSink
+    sink = UpsertSink("/lake/orders", keys=["order_id"]{extra})
+    for batch in batches:
+        sink.write(batch{arg})
+    """
+    for extra, arg in [("", ", batch_id=None"), (", sequence_by=None", ""), (", sequence_by=None", ", None")]:
+        [f] = lint_code(code.format(extra=extra, arg=arg))
+        assert (f.rule, f.severity) == ("ND014", "error"), (extra, arg)
+        assert "no `sequence_by`" in f.message
