@@ -216,7 +216,8 @@ def _merge(merge, pos: Positions, result: SqlResult) -> None:
             }
             cond = when.args.get("condition")
             guarded = cond is not None and (
-                any(c.lower() in assigned for c in _newer_columns(cond)) or _sets_what_it_compares(cond, then)
+                any(c.lower() == d.lower() and c.lower() in assigned for _t, c, _u, d in _guard_pairs(cond))
+                or _sets_what_it_compares(cond, then)
             )
             for eq in then.expressions:
                 if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column):
@@ -404,7 +405,9 @@ def _sets_what_it_compares(cond, update) -> bool:
         for eq in update.expressions
         if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column)
     }
-    for cmp in cond.find_all(exp.GT, exp.LT):
+    for cmp in _conjuncts(cond):
+        if not isinstance(cmp, (exp.GT, exp.LT)):
+            continue
         for value, column in ((cmp.left, cmp.right), (cmp.right, cmp.left)):
             same = sets.get(column_name(column).lower()) == value.sql() != column.sql()
             if isinstance(column, exp.Column) and same:
@@ -412,26 +415,44 @@ def _sets_what_it_compares(cond, update) -> bool:
     return False
 
 
-def _order_pairs(cond) -> list[tuple[str, str, str, str]]:
+def _conjuncts(cond) -> list:
+    """The parts a condition requires: through AND and parentheses (never under OR or NOT)."""
+    exp = exp_module()
+    out, stack = [], [cond]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, exp.And):
+            stack.extend((n.this, n.expression))
+        elif isinstance(n, exp.Paren):
+            stack.append(n.this)
+        else:
+            out.append(n)
+    return out
+
+
+def _guard_pairs(cond) -> list[tuple[str, str, str, str]]:
+    """(table, column, table, column) of each strict ordering comparison between columns of two tables that
+    the whole condition requires (one of its :func:`_conjuncts`). A replay passes ``s.v >= t.v`` and
+    ``s.v > t.v OR s.force`` again; it cannot pass ``s.v > t.v AND ...`` once the update set ``t.v``."""
     exp = exp_module()
     return [
-        (cmp.left.table or "", column_name(cmp.left), cmp.right.table or "", column_name(cmp.right))
-        for cmp in cond.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE)
-        if isinstance(cmp.left, exp.Column)
-        and isinstance(cmp.right, exp.Column)
-        and (cmp.left.table or "") != (cmp.right.table or "")
+        (n.left.table or "", column_name(n.left), n.right.table or "", column_name(n.right))
+        for n in _conjuncts(cond)
+        if isinstance(n, (exp.GT, exp.LT))
+        and isinstance(n.left, exp.Column)
+        and isinstance(n.right, exp.Column)
+        and (n.left.table or "") != (n.right.table or "")
     ]
 
 
 @lru_cache(maxsize=4096)
-def condition_order_pairs(text: str) -> list[tuple[str, str, str, str]]:
-    """(table, column, table, column) of each ordering comparison between columns of two tables in a merge
-    clause condition (``s.batch_id > t.last_batch_id`` -> [("s", "batch_id", "t", "last_batch_id")])."""
+def condition_guards(text: str) -> list[tuple[str, str, str, str]]:
+    """The newer-wins guards of a merge clause condition (:func:`_guard_pairs`)."""
     simple = sqlsimple.parse(text)
     if simple is not None:
-        return sqlsimple.order_pairs(simple)
+        return sqlsimple.guard_pairs(simple)
     tree = parse_expression(text)
-    return _order_pairs(tree) if tree is not None else []
+    return _guard_pairs(tree) if tree is not None else []
 
 
 @lru_cache(maxsize=4096)

@@ -180,16 +180,6 @@ def eq_columns(node: Node) -> list[str]:
     return out
 
 
-def order_pairs(node: Node) -> list[tuple[str, str, str, str]]:
-    """(table, column, table, column) of every ordering comparison between columns of two different tables
-    (``lint.sql._order_pairs``)."""
-    return [
-        (n[1][1] or "", n[1][2], n[2][1] or "", n[2][2])
-        for n in walk(node)
-        if n[0] in ("GT", "GTE", "LT", "LTE") and n[1][0] == "Column" and n[2][0] == "Column" and n[1][1] != n[2][1]
-    ]
-
-
 def newer_columns(node: Node) -> list[str]:
     """Columns compared by order with themselves across two tables (``lint.sql._newer_columns``)."""
     out: list[str] = []
@@ -198,4 +188,18 @@ def newer_columns(node: Node) -> list[str]:
             left, right = n[1], n[2]
             if left[2].lower() == right[2].lower() and left[1] != right[1] and left[2] not in out:
                 out.append(left[2])
+    return out
+
+
+def guard_pairs(node: Node) -> list[tuple[str, str, str, str]]:
+    """(table, column, table, column) of each strict ordering comparison between columns of two tables that
+    the whole condition requires: a conjunct, not under OR (``lint.sql._guard_pairs``)."""
+    out: list[tuple[str, str, str, str]] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n[0] == "And":
+            stack.extend(n[1:])
+        elif n[0] in ("GT", "LT") and n[1][0] == "Column" and n[2][0] == "Column" and n[1][1] != n[2][1]:
+            out.append((n[1][1] or "", n[1][2], n[2][1] or "", n[2][2]))
     return out

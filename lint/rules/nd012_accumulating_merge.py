@@ -166,14 +166,10 @@ def _newer_columns(ctx: Context, cond: ast.AST | None, scope: Any) -> list[str]:
         return []
     text = ctx.values.str_value(cond, scope)
     if text is not None:
-        return sql_module().condition_sequences(text.text)
+        return [a.lower() for _t, a, _u, b in sql_module().condition_guards(text.text) if a.lower() == b.lower()]
     out = []
-    for cmp in ast.walk(cond):
-        if (
-            type(cmp) is ast.Compare
-            and len(cmp.ops) == 1
-            and type(cmp.ops[0]) in (ast.Gt, ast.GtE, ast.Lt, ast.LtE)
-        ):
+    for cmp in _column_conjuncts(cond):
+        if type(cmp) is ast.Compare and len(cmp.ops) == 1 and type(cmp.ops[0]) in (ast.Gt, ast.Lt):
             sides = []
             for side in (cmp.left, cmp.comparators[0]):
                 if type(side) is ast.Call and side.args and type(side.args[0]) is ast.Constant:
@@ -185,10 +181,25 @@ def _newer_columns(ctx: Context, cond: ast.AST | None, scope: Any) -> list[str]:
     return out
 
 
-def _guarded_by_other_name(ctx: Context, cond: ast.AST | None, scope: Any, columns: list) -> bool:
-    """Does the condition compare a column of one side by order with a column of the other that the update
-    sets to the first (``s.batch_id > t.last_batch_id`` with ``last_batch_id = s.batch_id``)? After the
-    update the comparison is false for a replay of the same batch, as with one name on both sides."""
+def _column_conjuncts(cond: ast.AST) -> list[ast.AST]:
+    """The parts a Column condition requires: through ``&`` (never under ``|`` or ``~``)."""
+    out, stack = [], [cond]
+    while stack:
+        n = stack.pop()
+        if type(n) is ast.BinOp and type(n.op) is ast.BitAnd:
+            stack.extend((n.left, n.right))
+        else:
+            out.append(n)
+    return out
+
+
+def _guarded_by_other_name(
+    ctx: Context, cond: ast.AST | None, scope: Any, columns: list, target: frozenset[str]
+) -> bool:
+    """Does the condition compare a column of one side by order with a column of the target (an alias in
+    ``target``) that the update sets to the first (``s.batch_id > t.last_batch_id`` with ``last_batch_id =
+    s.batch_id``)? After the update the comparison is false for a replay of the same batch, as with one
+    name on both sides; a target column set to itself (``batch_id = t.batch_id``) never advances."""
     if cond is None:
         return False
     text = ctx.values.str_value(cond, scope)
@@ -200,9 +211,11 @@ def _guarded_by_other_name(ctx: Context, cond: ast.AST | None, scope: Any, colum
             source = _column_value(ctx, value, scope)
             if source is not None:
                 sets[column.rpartition(".")[2].strip("`").lower()] = source
-    for ta, ca, tb, cb in sql_module().condition_order_pairs(text.text):
+    for ta, ca, tb, cb in sql_module().condition_guards(text.text):
         for (t1, c1), (t2, c2) in (((ta, ca), (tb, cb)), ((tb, cb), (ta, ca))):
-            # c2 (of table t2) is set to c1 of table t1
+            # c2 (of the target t2) is set to c1 of the other table t1
+            if t1.lower() in target or (t2 and t2.lower() not in target):
+                continue
             if sets.get(c2.lower()) in ((t1.lower(), c1.lower()), ("", c1.lower())):
                 return True
     return False
@@ -237,11 +250,6 @@ def _check_update_clause(ctx: Context, call: ast.Call, scope: Any) -> None:
         (const(ctx, k, scope) if k is not None else None, v)
         for k, v in zip(mapping.keys, mapping.values, strict=False)
     ]
-    assigned = {c.rpartition(".")[2].strip("`").lower() for c, _ in columns if c}
-    if any(c.lower() in assigned for c in _newer_columns(ctx, cond, scope)):
-        return  # WHEN MATCHED AND s.batch > t.batch ... SET batch = s.batch: a replay is not applied again
-    if _guarded_by_other_name(ctx, cond, scope, columns):
-        return  # s.batch_id > t.last_batch_id ... SET last_batch_id = s.batch_id: the same guard
     merge = _merge_call(ctx, call.func.value, scope)
     target = source = None
     if merge is not None:
@@ -254,6 +262,13 @@ def _check_update_clause(ctx: Context, call: ast.Call, scope: Any) -> None:
             _alias_of(ctx, src_node, mscope) if src_node is not None else None
         )
     names = frozenset({target.lower()}) if target else _TARGET_NAMES - {(source or "").lower()}
+    assigned = {c.rpartition(".")[2].strip("`").lower(): v for c, v in columns if c}
+    for c in _newer_columns(ctx, cond, scope):
+        kept = _column_value(ctx, assigned[c], scope) if assigned.get(c) is not None else None
+        if c in assigned and not (kept is not None and kept[1] == c and kept[0] in names):
+            return  # WHEN MATCHED AND s.batch > t.batch ... SET batch = s.batch: a replay is not applied again
+    if _guarded_by_other_name(ctx, cond, scope, columns, names):
+        return  # s.batch_id > t.last_batch_id ... SET last_batch_id = s.batch_id: the same guard
     for column, value in columns:
         if not column or value is None:
             continue
@@ -327,7 +342,10 @@ back elements they removed). The target is recognized by the merge's target alia
 when the clause is guarded by a newer-wins condition on a column it also sets (`WHEN MATCHED AND
 s.batch_id > t.batch_id THEN UPDATE SET ..., batch_id = s.batch_id`, or in a delta-spark or delta-rs
 clause `condition="s.batch_id > t.last_batch_id"` with `last_batch_id` set to `s.batch_id`): a replay then
-matches nothing.
+matches nothing. The guard must be a strict `>`/`<` comparison that the whole condition requires (joined by
+`AND`, `&` for Column expressions): `s.batch_id >= t.batch_id`, or one joined by `OR` (`... OR s.force`),
+lets the same batch through again, and so does a guard column the update sets to its own value
+(`batch_id = t.batch_id`).
 """,
     why="A replayed batch is applied again on top of its own first application (double counting).",
     why_in={

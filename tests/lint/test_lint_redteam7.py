@@ -596,3 +596,30 @@ def test_a_sink_write_with_batch_id_none_and_a_sink_with_sequence_by_none() -> N
         [f] = lint_code(code.format(extra=extra, arg=arg))
         assert (f.rule, f.severity) == ("ND014", "error"), (extra, arg)
         assert "no `sequence_by`" in f.message
+
+
+def test_an_accumulating_update_is_guarded_only_by_a_strict_required_comparison_that_advances() -> None:
+    # redteam12: ``>=``, a guard weakened by ``OR`` and a guard column set to itself exempted the update
+    code = """
+    (target.alias("t").merge(src.alias("s"), "t.id = s.id")
+        .whenMatchedUpdate(condition="{cond}", set={{"total": "t.total + s.amount", "batch_id": "{value}"}})
+        .execute())
+    """
+    for cond, value, reported in [
+        ("s.batch_id > t.batch_id", "s.batch_id", False),
+        ("s.batch_id > t.batch_id AND s.amount > 0", "s.batch_id", False),
+        ("s.batch_id >= t.batch_id", "s.batch_id", True),
+        ("s.batch_id > t.batch_id OR s.force_apply", "s.batch_id", True),
+        ("s.batch_id > t.batch_id", "t.batch_id", True),
+    ]:
+        found = lint_code(code.format(cond=cond, value=value))
+        assert [(f.rule, f.severity, f.column_name) for f in found] == (
+            [("ND012", "error", "total")] if reported else []
+        ), (cond, value)
+    sql = (
+        'spark.sql("MERGE INTO dw.t t USING s ON t.id = s.id WHEN MATCHED AND {cond} '
+        'THEN UPDATE SET t.total = t.total + s.amount, t.batch_id = s.batch_id")\n'
+    )
+    assert lint_code(sql.format(cond="s.batch_id > t.batch_id")) == []
+    for cond in ("s.batch_id >= t.batch_id", "(s.batch_id > t.batch_id OR s.force)"):
+        assert [f.rule for f in lint_code(sql.format(cond=cond))] == ["ND012"], cond

@@ -33,7 +33,7 @@ def by_sqlglot(text: str) -> tuple | None:
         part.calls,
         sql._eq_columns(tree),
         sql._newer_columns(tree),
-        sql._order_pairs(tree),
+        sorted(sql._guard_pairs(tree)),
     )
 
 
@@ -49,7 +49,7 @@ def by_fast_path(text: str) -> tuple | None:
         set(),
         sqlsimple.eq_columns(node),
         sqlsimple.newer_columns(node),
-        sqlsimple.order_pairs(node),
+        sorted(sqlsimple.guard_pairs(node)),
     )
 
 
