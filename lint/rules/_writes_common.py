@@ -225,10 +225,14 @@ def batch_calls(ctx: Context) -> Iterator[tuple[BatchFn, ast.Call]]:
                 yield bf, call
 
 
-def txn_marked(ctx: Context, bf: BatchFn) -> bool:
-    """Does the function set Delta's session-level transaction identifiers (both of them) before writing?"""
+def txn_marked(ctx: Context, bf: BatchFn, write: ast.AST) -> bool:
+    """Does the function set Delta's session-level transaction identifiers (both of them) before ``write``
+    (a conf set after it marks only the next batch's write, with this batch's id)?"""
     seen: set[str] = set()
+    at = (write.lineno, write.col_offset)
     for call in calls_by_scope(ctx).get(id(bf.scope), ()):
+        if (call.lineno, call.col_offset) >= at:
+            break  # the calls are in source order
         if type(call.func) is ast.Attribute and call.func.attr == "set" and call.args:
             names = ctx.values.const_strings(call.args[0], bf.scope)
             if names and names[0].lower() in _TXN_CONFS:
@@ -246,7 +250,7 @@ def batch_sql_statements(ctx: Context, call: ast.Call, bf: BatchFn) -> Iterator[
     if text is None:
         return
     result = sql_module().analyze_statements(text.text)
-    if not result.ok or not result.statements or txn_marked(ctx, bf):
+    if not result.ok or not result.statements or txn_marked(ctx, bf, call):
         return
     for st in result.statements:
         yield text, st

@@ -148,7 +148,7 @@ def _check_append(ctx: Context, call: ast.Call, scope: Any, bf: BatchFn, index: 
     w = _writer(ctx, call, scope)
     if w is None or w.fmt in _UPSERTING_FORMATS or not _appends(ctx, call, scope, w):
         return
-    if _TXN_OPTIONS <= w.options or txn_marked(ctx, bf):
+    if _TXN_OPTIONS <= w.options or txn_marked(ctx, bf, call):
         return
     where = f" `{w.target}`" if w.target else ""
     note = f"`{m}()` makes {_kind(w)}{' to' if where else ''}{where} in {bf.where()}"

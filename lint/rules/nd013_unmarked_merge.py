@@ -52,7 +52,7 @@ def _deltalake_marked(ctx: Context, call: ast.Call, bf: BatchFn) -> bool:
 def _check_merge(ctx: Context, call: ast.Call, scope: Any, bf: BatchFn) -> None:
     if call.func.attr != "merge" or not _is_delta_merge(ctx, call, scope):
         return
-    if txn_marked(ctx, bf) or _deltalake_marked(ctx, call, bf):
+    if txn_marked(ctx, bf, call) or _deltalake_marked(ctx, call, bf):
         return
     note = f"a hand-written Delta MERGE in {bf.where()} records no batch marker"
     ctx.report(RULE.code, ctx.model.method_span(call), note, "warning", advice=advice(bf))

@@ -623,3 +623,20 @@ def test_an_accumulating_update_is_guarded_only_by_a_strict_required_comparison_
     assert lint_code(sql.format(cond="s.batch_id > t.batch_id")) == []
     for cond in ("s.batch_id >= t.batch_id", "(s.batch_id > t.batch_id OR s.force)"):
         assert [f.rule for f in lint_code(sql.format(cond=cond))] == ["ND012"], cond
+
+
+def test_session_transaction_confs_mark_only_the_writes_after_them() -> None:
+    # redteam12: txnAppId/txnVersion set after the MERGE (or the append) counted as its marker
+    merge = (
+        '    (DeltaTable.forPath(spark, "/lake/users").alias("t").merge(batch_df.alias("s"), "t.id = s.id")\n'
+        "        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())\n"
+    )
+    confs = (
+        '    spark.conf.set("spark.databricks.delta.write.txnAppId", "users-upsert")\n'
+        '    spark.conf.set("spark.databricks.delta.write.txnVersion", batch_id)\n'
+    )
+    head = "from delta.tables import DeltaTable\ndef upsert(batch_df, batch_id):\n"
+    tail = "users.writeStream.foreachBatch(upsert).start()\n"
+    assert lint_code(head + confs + merge + tail) == []
+    [f] = lint_code(head + merge + confs + tail)
+    assert (f.rule, f.line) == ("ND013", 3)
