@@ -224,14 +224,12 @@ def check_bytes(
     except NotebookError as exc:
         return FileResult([_parse_error(path, 1, 1, str(exc)[:160])], True)
     except (UnicodeDecodeError, LookupError) as exc:
-        return FileResult(
-            [
-                _parse_error(
-                    path, 1, 1, f"cannot decode the file ({exc.__class__.__name__}: {str(exc)[:120]})"
-                )
-            ],
-            True,
-        )
+        line = col = 1
+        if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):  # where the byte is
+            before = exc.object[: exc.start]
+            line, col = before.count(b"\n") + 1, len(before) - before.rfind(b"\n")
+        why = f"cannot decode the file ({exc.__class__.__name__}: {str(exc)[:120]})"
+        return FileResult([_parse_error(path, line, col, why)], True)
     except (ValueError, RecursionError, MemoryError) as exc:
         return FileResult([_parse_error(path, 1, 1, f"{exc.__class__.__name__}: {str(exc)[:120]}")], True)
     try:

@@ -246,11 +246,11 @@ def convert_ipynb(raw_text: str) -> Converted:
     conv = Converted("")
     out: list[str] = []
 
-    def emit(text: str, cell: int, line_in_cell: int, file_line: int) -> None:
+    def emit(text: str, cell: int, line_in_cell: int, file_line: int, shift: int = 0) -> None:
         out.append(text)
         conv.cells.append(cell)
         conv.lines.append(line_in_cell)
-        conv.shifts.append(0)
+        conv.shifts.append(shift)
         conv.file_lines.append(file_line)
 
     for number, cell in enumerate(nb["cells"], 1):
@@ -280,6 +280,20 @@ def convert_ipynb(raw_text: str) -> Converted:
                 cell_lang, body_start = "python", 1
             elif magic in _SKIP_LANGS:
                 continue
+        head = src_lines[0].lstrip()[len("%sql") :] if first.startswith("%sql") and body_start else ""
+        if cell_lang == "sql" and head.strip():
+            # "%sql INSERT ...": the SQL starts on the magic line (as in a Databricks export) and shares the
+            # opening line of the spark.sql(...) it becomes, shifted to where it stands in the cell
+            sql_lines = [head, *src_lines[1:]]
+            while len(sql_lines) > 1 and not sql_lines[-1].strip():
+                sql_lines = sql_lines[:-1]
+            block = _sql_block(sql_lines)
+            if block is None:
+                continue
+            emit(block[0] + block[1], number, 1, file_lines[0], len(src_lines[0]) - len(head) - len(block[0]))
+            for k in range(1, len(sql_lines)):
+                emit(block[k + 1], number, k + 1, file_lines[k])
+            continue
         if cell_lang == "sql":
             sql_lines = src_lines[body_start:]
             while sql_lines and not sql_lines[-1].strip():

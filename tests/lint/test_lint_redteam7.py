@@ -640,3 +640,28 @@ def test_session_transaction_confs_mark_only_the_writes_after_them() -> None:
     assert lint_code(head + confs + merge + tail) == []
     [f] = lint_code(head + merge + confs + tail)
     assert (f.rule, f.line) == ("ND013", 3)
+
+
+def test_a_jupyter_sql_cell_with_its_sql_on_the_magic_line_is_linted() -> None:
+    # redteam12: ``%sql INSERT ... TABLESAMPLE (5 PERCENT)`` as a notebook cell's only line was skipped
+    import json
+
+    from upsertsink.lint.checker import check_bytes
+
+    for source, position in [
+        (["%sql INSERT INTO dw.d SELECT * FROM u TABLESAMPLE (5 PERCENT)\n"], (1, 39)),
+        (["%sql INSERT INTO dw.d\n", "SELECT * FROM u TABLESAMPLE (5 PERCENT)\n"], (2, 17)),
+        (["%sql\n", "INSERT INTO dw.d SELECT * FROM u TABLESAMPLE (5 PERCENT)\n"], (2, 34)),
+    ]:
+        nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": source}], "metadata": {}}
+        [f] = check_bytes("nb.ipynb", json.dumps(nb).encode(), [], []).findings
+        assert (f.rule, f.cell, f.line, f.column, f.table) == ("ND009", 1, *position, "dw.d"), source
+
+
+def test_an_undecodable_byte_is_reported_where_it_is() -> None:
+    # redteam12: ND000 for a stray latin-1 byte was at 1:1
+    from upsertsink.lint.checker import check_bytes
+
+    [f] = check_bytes("job.py", b'import os\ny = "\xe9t\xe9"\n', [], []).findings
+    assert (f.rule, f.line, f.column) == ("ND000", 2, 6)
+    assert "decode" in f.message
