@@ -14,7 +14,13 @@ from upsertsink.lint.api import (
     NAME_ARG_FUNCTIONS,
 )
 from upsertsink.lint.callsites import passed
-from upsertsink.lint.catalogue import METHOD_SOURCES, ORDER_CODE, SPARK_FUNCTIONS
+from upsertsink.lint.catalogue import (
+    METHOD_SOURCES,
+    ORDER_CODE,
+    PYTHON_CALLS,
+    PYTHON_CALLS_NO_ARGS,
+    SPARK_FUNCTIONS,
+)
 from upsertsink.lint.facts import Src, Write
 from upsertsink.lint.scopes import Scope
 
@@ -76,8 +82,20 @@ def on_records(col: Collector, call: ast.Call, scope: Scope) -> None:
 
 def on_seed(col: Collector, call: ast.Call, scope: Scope) -> None:
     q = col.model.qualname(call.func, scope)
-    if call.args and passed(call.args[0]) and q in ("random.seed", "numpy.random.seed"):
+    seed = call.args[0] if call.args else None
+    # random.seed(time.time()) gives a new seed every run: nothing is seeded
+    if passed(seed) and q in ("random.seed", "numpy.random.seed") and not _clocked(col, seed, scope):
         col.seeded.add(q.rsplit(".", 1)[0])
+
+
+def _clocked(col: Collector, node: ast.AST, scope: Scope) -> bool:
+    """Does a seed expression call the clock or another value source of Python (``int(time.time())``)?"""
+    for n in ast.walk(node):
+        if type(n) is ast.Call:
+            q = col.model.qualname(n.func, scope)
+            if q is not None and (q in PYTHON_CALLS or q in PYTHON_CALLS_NO_ARGS or q.startswith("secrets.")):
+                return True
+    return False
 
 
 def on_with_column(col: Collector, call: ast.Call, scope: Scope) -> None:

@@ -52,7 +52,8 @@ same partitioning (the sequence is seeded per partition), so the seeded form is 
 `random` and `numpy.random` module functions are accepted once the module calls `random.seed(...)` /
 `numpy.random.seed(...)`, and generators built with a seed (`random.Random(42)`,
 `numpy.random.default_rng(42)`) are accepted. A seed given as `None` (`random.seed(None)`,
-`default_rng(None)`, `F.rand(seed=None)`) is no seed: each of these APIs then seeds from the OS or the clock.
+`default_rng(None)`, `F.rand(seed=None)`) is no seed: each of these APIs then seeds from the OS or the clock;
+nor is a seed read from the clock (`random.seed(time.time())`).
 """,
     why="Each replay draws different numbers.",
     catalogue=CATALOGUE,

@@ -665,3 +665,15 @@ def test_an_undecodable_byte_is_reported_where_it_is() -> None:
     [f] = check_bytes("job.py", b'import os\ny = "\xe9t\xe9"\n', [], []).findings
     assert (f.rule, f.line, f.column) == ("ND000", 2, 6)
     assert "decode" in f.message
+
+
+def test_a_module_seeded_from_the_clock_is_not_seeded() -> None:
+    # redteam12: random.seed(time.time()) accepted every later draw
+    head = "import random\nimport time\nimport numpy as np\nimport pandas as pd\npdf = pd.read_parquet('/in')\n"
+    for seed, draw in [
+        ("random.seed(time.time())", "random.randint(0, 9)"),
+        ("np.random.seed(int(time.time()))", "np.random.rand(len(pdf))"),
+    ]:
+        [f] = lint_code(head + f"{seed}\npdf['salt'] = {draw}\npdf.to_parquet('/out')\n")
+        assert (f.rule, f.column_name) == ("ND002", "salt"), seed
+    assert lint_code(head + "random.seed(42)\npdf['salt'] = random.randint(0, 9)\npdf.to_parquet('/out')\n") == []
