@@ -11,15 +11,18 @@ from upsertsink.lint.scopes import Scope
 
 
 def call_sites(model: SemanticModel, fscope: Scope) -> list[tuple[ast.Call, Scope]]:
-    """The calls of this module that call the function of ``fscope`` by its name or as ``self.method``
-    (indexed once per module, on first use)."""
+    """The calls of this module that call the function of ``fscope`` by its name or as ``self.method``, and
+    a class' ``__init__`` by the class' name (``Writer("/lake/t", ["id"])``), indexed once per module."""
     if model.call_index is None:
         index: dict[int, list[tuple[ast.Call, Scope]]] = {}
+        classes = {(id(s.parent), s.node.name): s for s in model.scopes if s.kind == "class"}  # type: ignore[union-attr]
         for call, scope in model.calls:
             func = call.func
             if type(func) is ast.Name:
                 owner = model.lookup(func.id, scope)
                 target = owner.funcs.get(func.id) if owner is not None else None
+                if target is None and owner is not None and (id(owner), func.id) in classes:
+                    target = classes[(id(owner), func.id)].funcs.get("__init__")
             elif type(func) is ast.Attribute:
                 cls = model.self_class(func.value, scope)
                 target = cls.funcs.get(func.attr) if cls is not None else None
@@ -44,7 +47,8 @@ def arguments(call: ast.Call, scope: Scope, fscope: Scope) -> dict[str, tuple[as
     for x, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
         if d is not None:
             out[x.arg] = (d, home)
-    if type(call.func) is ast.Attribute and positional:  # self.method(...): the first is self
+    constructor = type(call.func) is ast.Name and getattr(fscope.node, "name", "") == "__init__"
+    if (type(call.func) is ast.Attribute or constructor) and positional:  # self.method(...), Cls(...): self
         positional = positional[1:]
     for i, arg in enumerate(call.args[: len(positional)]):
         if type(arg) is ast.Starred:

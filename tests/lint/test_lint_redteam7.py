@@ -677,3 +677,21 @@ def test_a_module_seeded_from_the_clock_is_not_seeded() -> None:
         [f] = lint_code(head + f"{seed}\npdf['salt'] = {draw}\npdf.to_parquet('/out')\n")
         assert (f.rule, f.column_name) == ("ND002", "salt"), seed
     assert lint_code(head + "random.seed(42)\npdf['salt'] = random.randint(0, 9)\npdf.to_parquet('/out')\n") == []
+
+
+def test_keys_and_table_given_to_a_writer_class_constructor() -> None:
+    # redteam12: ``Writer("/lake/tickets", ["ticket_ref"])`` whose ``__init__`` makes ``UpsertSink(path,
+    # keys=keys)``: the uuid key was a column warning ("legal"); with the keys written in __init__, an error
+    code = """
+    from upsertsink import UpsertSink
+    class Writer:
+        def __init__(self, path, keys):
+            self.sink = UpsertSink(path, keys=keys)
+        def write(self, df, batch_id):
+            self.sink.write(df, batch_id=batch_id)
+    Writer("/lake/tickets", {keys}).write(df.withColumn("ticket_ref", F.expr("uuid()")), 1)
+    """
+    [f] = lint_code(code.format(keys='["ticket_ref"]'))
+    assert (f.rule, f.severity, f.target, f.column_name, f.table) == ("ND003", "error", "key", "ticket_ref", "/lake/tickets")
+    [f] = lint_code(code.format(keys='keys=["other_id"]'))
+    assert (f.severity, f.target) == ("warning", "column")
