@@ -103,14 +103,17 @@ _SHUFFLING = frozenset(
 )
 
 
-def ordering(model: SemanticModel, node: ast.AST, scope: Scope) -> tuple[ast.Call, Scope] | None:
-    """The ``orderBy``/``sort`` call that orders the DataFrame expression, if any (none past a shuffle)."""
+def ordering(
+    model: SemanticModel, node: ast.AST, scope: Scope, shuffles: bool = True
+) -> tuple[ast.Call, Scope] | None:
+    """The ``orderBy``/``sort`` call that orders the DataFrame expression, if any (with ``shuffles``, a
+    Spark frame's: none past a shuffle)."""
     for _ in range(50):
         t = type(node)
         if t is ast.Call and type(node.func) is ast.Attribute:
             if node.func.attr in ORDER_METHODS:
                 return node, scope
-            if node.func.attr in _SHUFFLING:
+            if shuffles and node.func.attr in _SHUFFLING:
                 return None
             node = node.func.value
         elif t is ast.Name:

@@ -20,7 +20,7 @@ def _limit_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
     first = call.args[0]
     if type(first) is ast.Constant and first.value == 0:
         return
-    _choose(ctx, call.func.value, scope, f"{call.func.attr}() without orderBy", ctx.model.method_span(call))
+    _choose(ctx, call.func.value, scope, f"{call.func.attr}() without orderBy", ctx.model.method_span(call), True)
 
 
 def _head_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
@@ -68,9 +68,12 @@ def _pandas(ctx: Context, frame: ast.AST, scope: Any) -> bool:
     return False
 
 
-def _choose(ctx: Context, frame: ast.AST, scope: Any, what: str, span: tuple[int, int, int, int]) -> None:
-    """The first rows of ``frame`` are kept: exact after an ordering, else an arbitrary set."""
-    ordered = chains.ordering(ctx.model, frame, scope)
+def _choose(
+    ctx: Context, frame: ast.AST, scope: Any, what: str, span: tuple[int, int, int, int], spark: bool = False
+) -> None:
+    """The first rows of ``frame`` are kept: exact after an ordering, else an arbitrary set. A Spark
+    ordering is lost past a shuffle; pandas keeps its rows' order through ``join``, ``agg``..."""
+    ordered = chains.ordering(ctx.model, frame, scope, shuffles=spark)
     if ordered is not None:
         order_call, order_scope = ordered
         # orderBy(F.rand()).limit(n) is a random sample: the ordering's sources decide the rows

@@ -557,6 +557,9 @@ def test_an_ordering_is_lost_past_a_shuffle_and_sort_within_partitions_is_none()
     # an ordering after the shuffle, or only narrow steps between: exact
     for chain in ('groupBy("acct").count().orderBy("acct").limit(10)', 'orderBy("x").select("x").limit(5)'):
         assert lint_code(f'b = spark.read.table("raw.b").{chain}\nb.write.saveAsTable("dw.b")\n') == [], chain
+    # pandas keeps its rows' order through a join: sorted first, its head is exact
+    pandas = 'import pandas as pd\npdf = pd.read_parquet("/in")\ntop = pdf.sort_values("x").join(other).head(5)\n'
+    assert lint_code(pandas + 'write_deltalake("/lake/top", top, mode="overwrite")\n') == []
 
 
 def test_a_seed_given_as_none_is_no_seed() -> None:
