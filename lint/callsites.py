@@ -63,6 +63,20 @@ def arguments(call: ast.Call, scope: Scope, fscope: Scope) -> dict[str, tuple[as
     return out
 
 
+def default_of(fscope: Scope, name: str) -> ast.AST | None:
+    """The default value of parameter ``name`` of the function (or lambda) of ``fscope``, if it has one."""
+    a = fscope.node.args  # type: ignore[union-attr]
+    positional = [x.arg for x in a.posonlyargs + a.args]
+    pairs = [*zip(positional[len(positional) - len(a.defaults) :], a.defaults), *zip(a.kwonlyargs, a.kw_defaults)]
+    return next((d for p, d in pairs if (p if isinstance(p, str) else p.arg) == name), None)
+
+
+def is_default(node: ast.AST, fscope: Scope) -> bool:
+    """Is ``node`` one of the default values of the function of ``fscope``?"""
+    a = fscope.node.args  # type: ignore[union-attr]
+    return any(node is d for d in (*a.defaults, *a.kw_defaults))
+
+
 def passed(node: ast.AST | None) -> bool:
     """Is an argument given with a value (not left out, not ``None``: ``seed=None`` is no seed)?"""
     return node is not None and not (type(node) is ast.Constant and node.value is None)

@@ -224,10 +224,18 @@ class Collector:
             ext = self.model.resolve_external(call.args[0], scope)
             if ext is not None and ext[1] == "func":
                 self._external_call(call, scope, ext)
-        elif handler is None and self.model.externals:
+        elif handler is None and (self.model.externals or self._module_call(func)):
             ext = self.model.resolve_external(func, scope)
             if ext is not None and ext[1] == "func":
                 self._external_call(call, scope, ext)
+
+    def _module_call(self, func: ast.Attribute) -> bool:
+        """``writer.upsert(...)``, ``lake.writer.upsert(...)``: a function of a module imported at the top,
+        looked up before any summary is known too, so that the run brings the module's summary."""
+        base = func.value
+        while type(base) is ast.Attribute:
+            base = base.value
+        return type(base) is ast.Name and base.id in self.model.module.imports
 
     def _frame_made(self, node: ast.AST, scope: Scope) -> ast.AST | None:
         """The call that made the DataFrame ``pdf["c"] = ...`` adds a column to (``pdf.loc[...]``'s too): the

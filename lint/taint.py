@@ -14,7 +14,7 @@ import ast
 from upsertsink.lint import records
 from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.api import FRAME_METHODS, RECORD_TABLES, WIDGET_READS
-from upsertsink.lint.callsites import arguments, call_sites, called_name, passed
+from upsertsink.lint.callsites import arguments, call_sites, called_name, default_of, is_default, passed
 from upsertsink.lint.catalogue import (
     FIX_HOOKS,
     METHOD_SOURCES,
@@ -146,13 +146,15 @@ class Taint:
         return out
 
     def param_taint(self, fscope: Scope, name: str) -> frozenset:
-        """What the module's own calls of the function pass for parameter ``name`` (not its default)."""
-        out = EMPTY
-        for call, scope in call_sites(self.model, fscope):
+        """What the module's own calls of the function pass for parameter ``name``, and its default where a
+        call leaves it out or no call of the function is known here (``prefix=str(uuid.uuid4())``)."""
+        out, sites = EMPTY, call_sites(self.model, fscope)
+        for call, scope in sites:
             given = arguments(call, scope, fscope).get(name)
-            if given is not None and given[1] is scope and not _is_default(given[0], fscope):
-                out = out | self.of(given[0], scope)
-        return out
+            if given is not None and (given[1] is scope or is_default(given[0], fscope)):
+                out = out | self.of(*given)
+        default = default_of(fscope, name) if not sites else None
+        return out | self.of(default, fscope.parent or fscope) if default is not None else out
 
     def column_taint(self, column: str) -> frozenset:
         """Sources reaching a column by name (through every write of that column in the module)."""
@@ -508,11 +510,6 @@ class Taint:
             )
             for s in inner
         )
-
-
-def _is_default(node: ast.AST, fscope: Scope) -> bool:
-    a = fscope.node.args  # type: ignore[union-attr]
-    return any(node is d for d in (*a.defaults, *a.kw_defaults))
 
 
 def _records_table(call: ast.Call) -> bool:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from upsertsink.lint.api import FRAME_PROPERTIES, NAME_ARG_FUNCTIONS, ORDER_WRAPPERS
 from upsertsink.lint.callsites import arguments
 from upsertsink.lint.checker import ABSENT
+from upsertsink.lint.formats import str_format
 from upsertsink.lint.model import SemanticModel
 from upsertsink.lint.paths import find_sql_file, path_value, shown
 from upsertsink.lint.scopes import Scope
@@ -149,9 +150,9 @@ class Values:
         if name == "strip" and not node.args:
             inner = self.str_value(func.value, scope, env)
             return inner.strip() if inner is not None else None
-        if name == "format":
+        if name in ("format", "format_map"):  # "...{k}...".format(k=v, **params), .format_map(params)
             base = self.str_value(func.value, scope, env)
-            return self._format(base, node, scope, env) if base is not None else None
+            return str_format(self, base, node, scope, env) if base is not None else None
         if name == "join" and len(node.args) == 1:
             sep = self.str_value(func.value, scope, env)
             return self._join(sep, node.args[0], scope, env) if sep is not None else None
@@ -168,7 +169,8 @@ class Values:
                 return self._file_text(opened.func.value, scope, node)
         return None
 
-    def _hole(self, node: ast.AST, pos: tuple[int, int]) -> PosText:
+    def hole(self, node: ast.AST, pos: tuple[int, int]) -> PosText:
+        """A placeholder for a value not known as text, at ``pos``; ``node`` still carries its sources."""
         self._holes += 1
         name = f"__ph{self._holes}x__"
         out = PosText.at(name, pos)
@@ -185,45 +187,11 @@ class Values:
                 continue
             value = self.str_value(hole, scope, env)
             if value is None:
-                value = self._hole(hole, text.positions[i])
+                value = self.hole(hole, text.positions[i])
             while i >= 0:
                 text = text[:i] + value + text[i + len(name) :]
                 i = text.text.find(name, i + len(value.text))
         return text
-
-    def _format(self, base: PosText, call: ast.Call, scope: Scope, env: Env) -> PosText | None:
-        """``"...{}...{name}".format(a, name=b)`` with known texts spliced in and other values as holes."""
-        kwargs = {kw.arg: kw.value for kw in call.keywords if kw.arg}
-        args = [a for a in call.args if type(a) is not ast.Starred]
-        text, out, i, auto = base.text, PosText("", []), 0, 0
-        while i < len(text):
-            ch = text[i]
-            if ch in "{}" and i + 1 < len(text) and text[i + 1] == ch:
-                out = out + base[i : i + 1]
-                i += 2
-                continue
-            if ch != "{":
-                out = out + base[i : i + 1]
-                i += 1
-                continue
-            j = text.find("}", i)
-            if j < 0:
-                return None
-            field_name = re.split(r"[!:]", text[i + 1 : j], maxsplit=1)[0]
-            head = re.split(r"[.\[]", field_name, maxsplit=1)[0]
-            if head == "":
-                arg = args[auto] if auto < len(args) else None
-                auto += 1
-            elif head.isdigit():
-                arg = args[int(head)] if int(head) < len(args) else None
-            else:
-                arg = kwargs.get(head)
-            if arg is None:
-                return None
-            value = self.str_value(arg, scope, env) if head == field_name else None
-            out = out + (value if value is not None else self._hole(arg, base.positions[i]))
-            i = j + 1
-        return out
 
     def _percent(self, base: PosText, right: ast.AST, scope: Scope, env: Env) -> PosText | None:
         """``"... %s ... %(name)s" % (a,) / % {"name": b}``."""
@@ -255,7 +223,7 @@ class Values:
             if arg is None:
                 return None
             value = self.str_value(arg, scope, env) if m.group(0)[-1] in "sr" else None
-            out = out + (value if value is not None else self._hole(arg, base.positions[m.start()]))
+            out = out + (value if value is not None else self.hole(arg, base.positions[m.start()]))
         return out + base[last:]
 
     def _join(

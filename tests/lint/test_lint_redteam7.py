@@ -698,3 +698,59 @@ def test_keys_and_table_given_to_a_writer_class_constructor() -> None:
     assert (f.rule, f.severity, f.target, f.column_name, f.table) == ("ND003", "error", "key", "ticket_ref", "/lake/tickets")
     [f] = lint_code(code.format(keys='keys=["other_id"]'))
     assert (f.severity, f.target) == ("warning", "column")
+
+
+def test_sql_built_with_format_of_a_dict_or_a_list_keeps_its_statement() -> None:
+    # redteam13: ``TMPL.format(**params)``, ``format_map``, ``format(*ARGS)`` dropped the whole MERGE
+    tmpl = (
+        'TMPL = """MERGE INTO {target} AS t USING {source} AS s ON t.{key} = s.{key} '
+        'WHEN MATCHED THEN UPDATE SET t.balance = t.balance + s.delta, t.updated_at = now()"""\n'
+    )
+    params = 'params = {"target": "gold.balances", "source": "staged", "key": "account_id"}\n'
+    for call in ("TMPL.format(**params)", "TMPL.format_map(params)", "TMPL.format(**{**params})"):
+        found = lint_code(tmpl + params + f"spark.sql({call})\n")
+        assert sorted((f.rule, f.severity) for f in found) == [("ND001", "warning"), ("ND012", "error")], call
+    positional = tmpl.replace("{target}", "{}").replace("{source}", "{}").replace("{key}", "{2}")
+    found = lint_code(positional + 'ARGS = ["gold.balances", "staged", "account_id"]\nspark.sql(TMPL.format(*ARGS))\n')
+    assert sorted(f.rule for f in found) == ["ND001", "ND012"]
+    # a dict of unknown value: its fields are holes, the rest of the statement is still read
+    found = lint_code(tmpl + "spark.sql(TMPL.format(**load_params()))\n")
+    assert sorted(f.rule for f in found) == ["ND001", "ND012"]
+
+
+def test_a_parameters_default_value_is_followed_when_a_call_leaves_it_out() -> None:
+    # redteam13: ``def tag(df, prefix=str(uuid.uuid4()))`` called without prefix: its value was never followed
+    code = """
+    import uuid
+    from pyspark.sql import functions as F
+    from upsertsink import UpsertSink
+    def tag(df, key=None, prefix=str(uuid.uuid4())):
+        return df.withColumn("row_key", F.concat(F.lit(prefix), F.col("n")))
+    UpsertSink("/lake/t7", keys=["row_key"]).write(tag(src{arg}), batch_id=1)
+    """
+    [f] = lint_code(code.format(arg=""))
+    assert (f.rule, f.line, f.severity, f.column_name) == ("ND003", 5, "error", "row_key")
+    assert lint_code(code.format(arg=', prefix="v1"')) == []  # every call gives its own value
+
+
+def test_keys_given_to_a_helper_called_as_a_module_attribute(tmp_path, monkeypatch) -> None:
+    # redteam13: ``from lake import writer; writer.upsert(top, "/lake/gold/desks", ["desk"])`` lost the
+    # keys (a warning on all columns) that ``from lake.writer import upsert`` gave (an error on desk)
+    from upsertsink.lint.config import Settings
+    from upsertsink.lint.runner import lint_paths
+
+    (tmp_path / "lake").mkdir()
+    (tmp_path / "lake" / "__init__.py").write_text("")
+    (tmp_path / "lake" / "writer.py").write_text(
+        "from upsertsink import UpsertSink\n\ndef upsert(df, path, keys):\n    UpsertSink(path, keys=keys).write(df)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+    settings.root = tmp_path
+    for head, call in [("from lake import writer", "writer.upsert"), ("import lake.writer as w", "w.upsert"),
+                       ("import lake.writer", "lake.writer.upsert")]:
+        (tmp_path / "job.py").write_text(
+            f'{head}\ntop = spark.read.table("silver.trades").limit(10)\n{call}(top, "/lake/gold/desks", ["desk"])\n'
+        )
+        found = [f for f in lint_paths([tmp_path], settings, use_cache=False).findings if f.path == "job.py"]
+        assert [(f.rule, f.severity, f.column_name) for f in found] == [("ND008", "error", "desk")], head
