@@ -28,7 +28,7 @@ from upsertsink.lint.callsites import called_name, given_argument
 from upsertsink.lint.catalogue import METHOD_HOOKS, SUBSCRIPT_HOOKS
 from upsertsink.lint.facts import Facts, KeyDecl, RowEffect, Src, Write, strip_qualifier, summary_sources
 from upsertsink.lint.model import SemanticModel
-from upsertsink.lint.pipelines import _pipeline_flow
+from upsertsink.lint.pipelines import _pipeline_flow, pipeline_expectations
 from upsertsink.lint.reaching import reaching
 from upsertsink.lint.scopes import Scope
 from upsertsink.lint.values import Values
@@ -89,6 +89,8 @@ class Collector:
             found = model.pipeline_decorator(fscope)
             if found is not None and found[0] in PIPELINE_STORED:
                 self.writes_data = True  # a pipeline table's query function: its DataFrame is the table
+            if found is not None:
+                pipeline_expectations(self, fscope)  # @dlt.expect_or_drop(...): a filter of its rows
         for sub, scope in model.attr_subscripts:  # pdf.iloc[:10]: the rules' hooks of ``iloc`` read it
             self._current = sub
             for hook in SUBSCRIPT_HOOKS.get(sub.value.attr, ()):

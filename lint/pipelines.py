@@ -115,3 +115,31 @@ def _pipeline_sequence(col: Collector, node: ast.AST, scope: Scope, history: boo
         column = col.model.segment(node, 80)
         col._add_write(column, scope, node, node=node)
     col.declare(column, label, scope, sequence=True, history=history)
+
+
+# the expectations that drop the rows failing them (``expect`` only counts, ``expect_or_fail`` stops the update)
+_DROPPING = {"expect_or_drop": 1, "expect_all_or_drop": 0}
+
+
+def pipeline_expectations(col: Collector, fscope: Scope) -> None:
+    """``@dlt.expect_or_drop("fresh", "event_ts > current_timestamp() - INTERVAL 1 DAY")`` (and
+    ``expect_all_or_drop({...})``) on a query function: a filter of the rows its table receives, like a
+    ``.filter(...)`` of what the function returns."""
+    from upsertsink.lint.api import pipeline_name
+    from upsertsink.lint.facts import RowEffect
+
+    model, outer = col.model, fscope.parent or fscope
+    anchors = [r for r in fscope.returns if type(r) is ast.Call]
+    for dec in fscope.node.decorator_list:  # type: ignore[union-attr]
+        name = pipeline_name(model.qualname(dec.func, outer)) if type(dec) is ast.Call else None
+        if name not in _DROPPING or not anchors:
+            continue
+        given = given_argument(dec, _DROPPING[name], "constraint" if name == "expect_or_drop" else "expectations")
+        resolved = model.resolve_dict(given, outer) if given is not None else None
+        predicates = resolved.values if type(resolved) is ast.Dict else [given] if given is not None else []
+        for predicate in predicates:
+            text = col.values.sql_text(predicate, outer)
+            ok, _alias, part = sqlmod.analyze_expression(text.text) if text is not None else (False, None, None)
+            if ok:
+                for anchor in anchors:
+                    col._row(RowEffect("filter", fscope, sql=(part, text), anchor=anchor))

@@ -754,3 +754,22 @@ def test_keys_given_to_a_helper_called_as_a_module_attribute(tmp_path, monkeypat
         )
         found = [f for f in lint_paths([tmp_path], settings, use_cache=False).findings if f.path == "job.py"]
         assert [(f.rule, f.severity, f.column_name) for f in found] == [("ND008", "error", "desk")], head
+
+
+def test_a_pipeline_expectation_that_drops_rows_decides_the_rows_of_its_table() -> None:
+    # redteam13: ``@dlt.expect_or_drop("fresh", "event_ts > current_timestamp() - ...")`` was not read,
+    # though the same predicate in ``.filter(...)`` was reported
+    expect = '@dlt.expect_or_drop("fresh", "event_ts > current_timestamp() - INTERVAL 1 DAY")'
+    code = f'import dlt\n@dlt.table(name="recent_events")\n{expect}\ndef recent_events():\n    return spark.readStream.table("bronze.events")\n'
+    [f] = lint_code(code)
+    assert (f.rule, f.line, f.severity, f.column_name, f.table) == ("ND001", 3, "warning", "*", "recent_events")
+    keyed = (
+        'import dlt\n@dlt.view\n@dlt.expect_all_or_drop({"fresh": "event_ts > current_timestamp() - INTERVAL 1 DAY"})\n'
+        'def events_v():\n    return spark.readStream.table("bronze.events")\n'
+        'dlt.create_streaming_table("events")\n'
+        'dlt.apply_changes(target="events", source="events_v", keys=["event_id"], sequence_by="lsn")\n'
+    )
+    [f] = lint_code(keyed)
+    assert (f.rule, f.severity, f.column_name) == ("ND001", "error", "event_id")
+    # an expectation that only counts (or fails the update) drops nothing
+    assert lint_code(code.replace("expect_or_drop", "expect")) == []
