@@ -294,6 +294,10 @@ class Collector:
                 self.ext_keys.append((k, scope, None))
         for s in history:
             self.declare(s, "sequence column", scope, sequence=True, history=True)
+        for position, name in entry.get("seq_args", ()):  # upsert(df, path, keys, sequence_by="lsn")
+            for s in self.values.const_strings(given_argument(call, position, name), scope) or ():
+                if _COLUMN_NAME.fullmatch(s):
+                    self.declare(s, "sequence column", scope, sequence=True)
         if "key_args" in entry or "cond_arg" in entry:  # upsert(df, "silver.orders", ["order_no"]): the keys
             table = None  # and table given here
             for position, name in entry.get("table_arg", ()):

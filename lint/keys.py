@@ -193,7 +193,8 @@ def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope
     the keys and the table of a MERGE or an ``UpsertSink`` inside it (``def upsert(df, table, keys)``).
     Each parameter is bound to a stand-in text (then to a list of one) and the keys and table found are
     read back: ``{"key_args": [[position, name]], "table_arg": [[position, name]], "cond_arg": [[position,
-    name]]}`` (``cond_arg``: a parameter that is a MERGE's whole condition), empty when no parameter gives them."""
+    name]], "seq_args": ...}`` (``cond_arg``: a parameter that is a MERGE's whole condition; ``seq_args``: a
+    sink's ``sequence_by``), empty when no parameter gives them."""
     node = fscope.node
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not values.may_call(fscope):
         return {}
@@ -205,6 +206,7 @@ def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope
     key_args: set[int] = set()
     table_args: set[int] = set()
     cond_args: set[int] = set()  # a parameter that is a MERGE's whole condition
+    seq_args: set[int] = set()  # a parameter that is a sink's sequence_by
     for form in ("str", "list"):
         bound: dict[str, tuple[ast.AST, Scope]] = {}
         for i, p in enumerate(params):
@@ -213,7 +215,10 @@ def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope
             bound[p] = (mark if form == "str" else ast.List([mark], ast.Load()), model.module)
         with values.at_call(fscope, bound):
             found = [_merge_keys(model, values, c, cond, sc) for c, cond, sc in merges]
-            found += [_sink_keys(model, values, c, sc)[:2] for c, sc in sinks]
+            read = [_sink_keys(model, values, c, sc) for c, sc in sinks]
+            found += [r[:2] for r in read]
+            for seq in (s for r in read for s in r[2]):
+                seq_args.update(_stand_in(strip_qualifier(seq), len(params)))
             if form == "str":
                 for _c, cond, sc in merges:
                     text = values.str_value(cond, sc)
@@ -237,6 +242,8 @@ def param_keys(model: SemanticModel, values: Values, facts: Facts, fscope: Scope
         out["table_arg"] = [[i, params[i]] for i in sorted(table_args)]
     if cond_args:
         out["cond_arg"] = [[i, params[i]] for i in sorted(cond_args)]
+    if seq_args:
+        out["seq_args"] = [[i, params[i]] for i in sorted(seq_args)]
     return out
 
 

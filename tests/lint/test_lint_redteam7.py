@@ -773,3 +773,24 @@ def test_a_pipeline_expectation_that_drops_rows_decides_the_rows_of_its_table() 
     assert (f.rule, f.severity, f.column_name) == ("ND001", "error", "event_id")
     # an expectation that only counts (or fails the update) drops nothing
     assert lint_code(code.replace("expect_or_drop", "expect")) == []
+
+
+def test_a_sequence_given_to_a_helper_of_another_file(tmp_path, monkeypatch) -> None:
+    # redteam13: ``upsert(out, "/lake/o", ["id"], "lsn")`` with ``UpsertSink(..., sequence_by=seq)`` in
+    # another module: the clock in lsn was a column warning (an error with the helper in the same file)
+    from upsertsink.lint.config import Settings
+    from upsertsink.lint.runner import lint_paths
+
+    (tmp_path / "writer.py").write_text(
+        "from upsertsink import UpsertSink\n\ndef upsert(df, path, keys, seq):\n"
+        "    UpsertSink(path, keys=keys, sequence_by=seq).write(df, batch_id=1)\n"
+    )
+    (tmp_path / "job.py").write_text(
+        "from pyspark.sql import functions as F\nfrom writer import upsert\n"
+        'out = spark.read.table("b.o").withColumn("lsn", F.current_timestamp())\nupsert(out, "/lake/o", ["id"], "lsn")\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+    settings.root = tmp_path
+    [f] = lint_paths([tmp_path], settings, use_cache=False).findings
+    assert (f.path, f.rule, f.severity, f.target, f.column_name) == ("job.py", "ND001", "error", "sequence", "lsn")
