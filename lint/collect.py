@@ -22,6 +22,7 @@ from upsertsink.lint.api import (
     PIPELINE_STORED,
     ROW_METHODS,
     STORE_METHODS,
+    is_library,
     pipeline_name,
 )
 from upsertsink.lint.callsites import called_name, given_argument
@@ -237,7 +238,8 @@ class Collector:
         base = func.value
         while type(base) is ast.Attribute:
             base = base.value
-        return type(base) is ast.Name and base.id in self.model.module.imports
+        module = self.model.module.imports.get(base.id) if type(base) is ast.Name else None
+        return module is not None and not is_library(module)  # F.col(...): pyspark's, no summary to bring
 
     def _frame_made(self, node: ast.AST, scope: Scope) -> ast.AST | None:
         """The call that made the DataFrame ``pdf["c"] = ...`` adds a column to (``pdf.loc[...]``'s too): the
