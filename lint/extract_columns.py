@@ -220,5 +220,8 @@ def _select_item(col: Collector, a: ast.AST, scope: Scope) -> None:
         if alias:
             col._add_write(alias, scope, a, node=a)
             return
-    # a bare name, attribute or subscript is a write too: whether any source reaches it is asked later
-    col._add_write(col.model.segment(a, 80), scope, a, node=a)
+    # a bare name, attribute or subscript is a write too: whether any source reaches it is asked later.
+    # Spark names ``df["c"]`` and ``df.c`` "c"; an expression it names otherwise keeps its text
+    names = col.values.col_names(a, scope) if t is ast.Subscript or t is ast.Attribute else []
+    plain = len(names) == 1 and names[0].isidentifier()
+    col._add_write(names[0] if plain else col.model.segment(a, 80), scope, a, node=a)

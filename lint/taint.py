@@ -406,13 +406,12 @@ class Taint:
         if type(inner) is ast.Call:
             name = self.model.spark_name(self.model.qualname(inner.func, scope))
         out = set(self.of(inner, scope))
-        # a window ordered by a nondeterministic value (monotonically_increasing_id(), rand(), a clock column)
-        # numbers and picks rows by that value: its sources decide, and it does not tie
-        ordered_by = (
-            frozenset().union(*(self.of(a, s) for a, s in window_orders(self.values, call.args[0], scope)))
-            if call.args
-            else EMPTY
-        )
+        # a window ordered by a nondeterministic value (monotonically_increasing_id(), rand(), a clock column,
+        # also named by a string: orderBy("ts")) numbers and picks rows by that value: its sources decide
+        ordered_by = EMPTY
+        for a, s in window_orders(self.values, call.args[0], scope) if call.args else ():
+            named = type(a) is ast.Constant and isinstance(a.value, str)
+            ordered_by = ordered_by | self.of(a, s) | (self.column_taint(a.value) if named else EMPTY)
         out |= ordered_by
         if name in SPARK_RANKING and spec is not None and ties and not ordered_by:
             src = self.model.src(

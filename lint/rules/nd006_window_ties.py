@@ -15,7 +15,8 @@ Heuristic (static analysis cannot know which columns are unique): a window order
 tie-free when its ordering columns (those not also in `partitionBy`) include a merge key or the
 sequence column, or when it orders by two or more distinct columns (the last one taken as the tie-breaker).
 A constant (`F.lit(0)`) breaks no tie and does not count as a column. A window ordered by a nondeterministic
-value (`monotonically_increasing_id()`, `rand()`, a column computed from the clock) is not a tie: that
+value (`monotonically_increasing_id()`, `rand()`, a column computed from the clock, named by a string or
+by `F.col`) is not a tie: that
 value's own rule (ND004, ND002, ND001) is reported where the numbering lands. A single ordering column that is neither a key nor the sequence column may tie, and among tied rows
 `row_number()` numbers them arbitrarily: the classic "keep the latest row per key" deduplication then keeps
 a different row on replay. The window is followed through variables (`w = Window.partitionBy(...)...`,

@@ -794,3 +794,33 @@ def test_a_sequence_given_to_a_helper_of_another_file(tmp_path, monkeypatch) -> 
     settings.root = tmp_path
     [f] = lint_paths([tmp_path], settings, use_cache=False).findings
     assert (f.path, f.rule, f.severity, f.target, f.column_name) == ("job.py", "ND001", "error", "sequence", "lsn")
+
+
+def test_a_window_ordered_by_a_column_named_by_a_string_is_ordered_by_its_values() -> None:
+    # realjobs4 (a public Glue job): ``orderBy("sortpath")`` with ``sortpath = input_file_name()`` was a
+    # window that may tie (ND006); ordered by ``F.col("sortpath")`` it was the source reaching the numbering
+    code = """
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+    w = Window.partitionBy("k").orderBy({order})
+    out = df.withColumn("ts", F.current_timestamp()).withColumn("rn", F.row_number().over(w))
+    out.write.mode("overwrite").saveAsTable("t")
+    """
+    for order in ('"ts"', 'F.col("ts").desc()'):
+        [f] = lint_code(code.format(order=order))
+        assert (f.rule, f.column_name) == ("ND001", "rn"), order
+        assert "`ts`" in f.message
+
+
+def test_a_selected_subscript_is_written_under_its_column_name() -> None:
+    # realjobs4: ``select(src["id"], sink["dim_key"])`` made a column named ``sink["dim_key"]`` in messages
+    code = """
+    from pyspark.sql.functions import monotonically_increasing_id
+    j = src.join(sink, src["id"] == sink["id"], "left").select(src["id"], sink["dim_key"])
+    new = j.filter(j["dim_key"].isNull()).select(j["id"])
+    new = new.withColumn("dim_key", monotonically_increasing_id())
+    new.write.mode("append").saveAsTable("dim")
+    """
+    [f] = lint_code(code)
+    assert (f.rule, f.column_name) == ("ND004", "dim_key")
+    assert "sink[" not in f.message
