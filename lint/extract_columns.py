@@ -100,10 +100,10 @@ def _clocked(col: Collector, node: ast.AST, scope: Scope) -> bool:
 
 def on_with_column(col: Collector, call: ast.Call, scope: Scope) -> None:
     args = call.args
-    if len(args) >= 2:
+    if len(args) >= 2 and not chains.looked_only(col.model, call):
+        # a name not known (a parameter: withColumn(name, F.rand())) is shown as written, as alias(name) is
         names = col.values.const_strings(args[0], scope)
-        if names and not chains.looked_only(col.model, call):
-            col._add_write(names[0], scope, args[1], node=call)
+        col._add_write(names[0] if names else col.model.segment(args[0], 60), scope, args[1], node=call)
 
 
 def on_rename(col: Collector, call: ast.Call, scope: Scope) -> None:

@@ -287,6 +287,11 @@ def analyze_statements(text: str) -> SqlResult:
             start, end = pos.locate(tree, "insert")
             append = not tree.args.get("overwrite") and tree.args.get("where") is None
             result.statements.append(SqlWrite("insert", name, start, end, append, _reads(tree.expression)))
+            if isinstance(tree.expression, exp.Values):  # INSERT ... VALUES (1, current_timestamp()): col1, col2...
+                cols = [c.name for c in tree.this.expressions] if isinstance(tree.this, exp.Schema) else []
+                for row in tree.expression.expressions:
+                    for i, e in enumerate(row.expressions if isinstance(row, exp.Tuple) else [row]):
+                        result.outputs.append((cols[i] if i < len(cols) else f"col{i + 1}", part_of(e, pos)))
         _query(tree, pos, result)
     return result
 

@@ -824,3 +824,34 @@ def test_a_selected_subscript_is_written_under_its_column_name() -> None:
     [f] = lint_code(code)
     assert (f.rule, f.column_name) == ("ND004", "dim_key")
     assert "sink[" not in f.message
+
+
+def test_a_clock_in_insert_values_is_a_column_value() -> None:
+    # realjobs5 (a public SCD2 notebook): ``INSERT INTO t VALUES (1, current_timestamp())`` was not read
+    found = lint_code(
+        'spark.sql("insert into t values (1, current_timestamp())")\n'
+        'spark.sql("INSERT INTO t2 (id, ts) VALUES (1, now())")\n'
+    )
+    assert [(f.rule, f.line, f.column_name, f.table) for f in found] == [
+        ("ND001", 1, "col2", "t"),
+        ("ND001", 2, "ts", "t2"),
+    ]
+
+
+def test_a_column_named_by_a_parameter_or_a_constant() -> None:
+    # realjobs5: ``withColumn(name, F.rand())`` (name a parameter) was dropped; ``F.col(SEQ) == 1`` with
+    # ``SEQ = "seq"`` did not read the numbering in ``seq``
+    [f] = lint_code("from pyspark.sql import functions as F\ndef run(df, name):\n"
+                    '    df.withColumn(name, F.rand()).write.saveAsTable("t")\n')
+    assert (f.rule, f.line, f.severity, f.column_name) == ("ND002", 3, "warning", "name")
+    code = """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    SEQ = "seq"
+    w = Window.partitionBy("k").orderBy("ts")
+    df2 = df.withColumn("seq", F.row_number().over(w))
+    df2.where(F.col({ref}) == 1).drop("seq").write.mode("append").saveAsTable("t")
+    """
+    for ref in ("SEQ", '"seq"'):
+        [f] = lint_code(code.format(ref=ref))
+        assert (f.rule, f.line, f.column_name) == ("ND006", 6, "*"), ref
