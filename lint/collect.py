@@ -77,6 +77,8 @@ class Collector:
         self.writes_data = model.dbt_model
         self.rule_state: dict[str, object] = {}  # per-module scratch space of rule extractors, by rule
         self.widgets: dict[str, tuple[ast.AST, Scope]] = {}
+        # the names of the module's top-level imports of modules that are not libraries (F.col(...) is pyspark's)
+        self._project_modules = {a for a, mod in model.module.imports.items() if not is_library(mod)}
         self.ext_frames: list[tuple[ast.AST, Scope, str | None]] = []
         self._current: ast.Call | None = None  # the call being read: the anchor of what it writes
         self._given: dict[int, set[str]] = {}  # id(scope) -> the names it makes records (_plain_dict)
@@ -227,7 +229,7 @@ class Collector:
             ext = self.model.resolve_external(call.args[0], scope)
             if ext is not None and ext[1] == "func":
                 self._external_call(call, scope, ext)
-        elif handler is None and (self.model.externals or self._module_call(func)):
+        elif handler is None and (self.model.externals or (self._project_modules and self._module_call(func))):
             ext = self.model.resolve_external(func, scope)
             if ext is not None and ext[1] == "func":
                 self._external_call(call, scope, ext)
@@ -238,8 +240,7 @@ class Collector:
         base = func.value
         while type(base) is ast.Attribute:
             base = base.value
-        module = self.model.module.imports.get(base.id) if type(base) is ast.Name else None
-        return module is not None and not is_library(module)  # F.col(...): pyspark's, no summary to bring
+        return type(base) is ast.Name and base.id in self._project_modules
 
     def _frame_made(self, node: ast.AST, scope: Scope) -> ast.AST | None:
         """The call that made the DataFrame ``pdf["c"] = ...`` adds a column to (``pdf.loc[...]``'s too): the

@@ -312,10 +312,11 @@ class Taint:
                     if ok:
                         out |= self.sql_taint(part, text, scope)
             elif sname != "lit":
-                for a in args:  # F.col("seq"), F.col(SEQ) with SEQ = "seq"
-                    names = [a.value] if type(a) is ast.Constant else self.values.const_strings(a, scope)
-                    if names and len(names) == 1 and isinstance(names[0], str):
-                        out |= self.column_taint(names[0])
+                for a in args:  # F.col("seq"), F.col(SEQ) with SEQ = "seq" (a name bound once, to a string)
+                    bound = self.model.single_value(a, scope) if type(a) is ast.Name else None
+                    a = bound[0] if bound is not None else a
+                    if type(a) is ast.Constant and isinstance(a.value, str):
+                        out |= self.column_taint(a.value)
             if sname in ORDER_FIXING_FUNCTIONS and args:
                 # sort_array(collect_set(x)): the array's order, the only problem of collect_*, is fixed here
                 fixed = set()
