@@ -67,8 +67,9 @@ def default_of(fscope: Scope, name: str) -> ast.AST | None:
     """The default value of parameter ``name`` of the function (or lambda) of ``fscope``, if it has one."""
     a = fscope.node.args  # type: ignore[union-attr]
     positional = [x.arg for x in a.posonlyargs + a.args]
-    pairs = [*zip(positional[len(positional) - len(a.defaults) :], a.defaults), *zip(a.kwonlyargs, a.kw_defaults)]
-    return next((d for p, d in pairs if (p if isinstance(p, str) else p.arg) == name), None)
+    pairs = [*zip(positional[len(positional) - len(a.defaults) :], a.defaults)]
+    pairs += [(x.arg, d) for x, d in zip(a.kwonlyargs, a.kw_defaults)]
+    return next((d for p, d in pairs if p == name), None)
 
 
 def is_default(node: ast.AST, fscope: Scope) -> bool:

@@ -322,8 +322,8 @@ class Collector:
                         self.ext_keys.append((strip_qualifier(k), scope, table))
 
     def _condition_effect(self, cond: ast.AST, scope: Scope, kind: str = "merge") -> None:
-        """A condition that decides rows: ``merge`` (which keys are inserted, deleted, matched) or ``update``
-        (whether a matched row's values are updated: values only, the keys stay)."""
+        """A condition that decides rows: ``merge`` (which keys are inserted, deleted, matched), ``update``
+        (whether a matched row's values are updated: values only, the keys stay) or ``filter``."""
         text = self.values.sql_text(cond, scope) if self.values.may_be_text(cond, scope) else None
         if text is not None:
             ok, _alias, part = sqlmod.analyze_expression(text.text)

@@ -106,16 +106,8 @@ def on_sql(col: Collector, call: ast.Call, scope: Scope) -> None:
 
 
 def on_filter(col: Collector, call: ast.Call, scope: Scope) -> None:
-    args = call.args
-    if not args or chains.looked_only(col.model, call):
-        return
-    text = col.values.sql_text(args[0], scope) if col.values.may_be_text(args[0], scope) else None
-    if text is not None:
-        ok, _alias, part = sqlmod.analyze_expression(text.text)
-        if ok:
-            col._row(RowEffect("filter", scope, sql=(part, text)))
-    else:
-        col._row(RowEffect("filter", scope, expr=args[0]))
+    if call.args and not chains.looked_only(col.model, call):
+        col._condition_effect(call.args[0], scope, "filter")
 
 
 def on_merge(col: Collector, call: ast.Call, scope: Scope) -> None:

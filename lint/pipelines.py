@@ -11,6 +11,7 @@ from upsertsink.lint import sql as sqlmod
 from upsertsink.lint.api import (
     NAME_ARG_FUNCTIONS,
     PIPELINE_CDC_CONDITIONS,
+    pipeline_name,
 )
 from upsertsink.lint.callsites import given_argument
 from upsertsink.lint.facts import SCD2_FLOW_LABEL
@@ -125,9 +126,6 @@ def pipeline_expectations(col: Collector, fscope: Scope) -> None:
     """``@dlt.expect_or_drop("fresh", "event_ts > current_timestamp() - INTERVAL 1 DAY")`` (and
     ``expect_all_or_drop({...})``) on a query function: a filter of the rows its table receives, like a
     ``.filter(...)`` of what the function returns."""
-    from upsertsink.lint.api import pipeline_name
-    from upsertsink.lint.facts import RowEffect
-
     model, outer = col.model, fscope.parent or fscope
     anchors = [r for r in fscope.returns if type(r) is ast.Call]
     for dec in fscope.node.decorator_list:  # type: ignore[union-attr]
@@ -138,8 +136,7 @@ def pipeline_expectations(col: Collector, fscope: Scope) -> None:
         resolved = model.resolve_dict(given, outer) if given is not None else None
         predicates = resolved.values if type(resolved) is ast.Dict else [given] if given is not None else []
         for predicate in predicates:
-            text = col.values.sql_text(predicate, outer)
-            ok, _alias, part = sqlmod.analyze_expression(text.text) if text is not None else (False, None, None)
-            if ok:
-                for anchor in anchors:
-                    col._row(RowEffect("filter", fscope, sql=(part, text), anchor=anchor))
+            for anchor in anchors:  # as a .filter(predicate) of what the function returns
+                col._current = anchor
+                col._condition_effect(predicate, outer, "filter")
+    col._current = None
