@@ -40,13 +40,14 @@ from upsertsink.conflicts import first_line, spark_conflict, spark_error_class
 from upsertsink.errors import UpsertSinkError
 from upsertsink.markers import decode_metadata
 from upsertsink.tombstones import (
+    APP,
     BATCH,
     DELETED_AT,
     EXPIRES_AT,
+    READ,
     SEQUENCE,
+    TABLE,
     TombstoneStore,
-    _live,
-    _newest_per_key,
     key_column,
 )
 
@@ -203,6 +204,7 @@ class NamedTable:
             out.append({
                 "version": int(d["version"]), "timestamp": d.get("timestamp"), "operation": d.get("operation"),
                 "operationMetrics": dict(d.get("operationMetrics") or {}), "userMetadata": d.get("userMetadata"),
+                "operationParameters": dict(d.get("operationParameters") or {}),
             })
         return out
 
@@ -398,6 +400,49 @@ class NamedSnapshot:
     def stored_sequences(self, keys: tuple[str, ...], sequence: str, wanted: pa.Table) -> pa.Table:
         return self.named.stored_sequences(keys, sequence, wanted)
 
+    # ------------------------------------------------------------ what the ledger asks of a lineage
+
+    @property
+    def table_id(self) -> str | None:
+        """The table's identity (Delta's ``metaData.id``, from ``DESCRIBE DETAIL``)."""
+        if not self.exists:
+            return None
+        found = self.named.detail().get("id")
+        return None if found is None else str(found)
+
+    def origin_id(self) -> str | None:
+        """Every tombstone of a named table is recorded with its identity: none is matched by its origin."""
+        return self.table_id
+
+    def restored_version(self, info: dict[str, Any], at: int) -> int | None:
+        from upsertsink.markers import restored_version
+
+        return restored_version(self, info, at)
+
+    def commit_times(self, up_to: int) -> dict[int, int]:
+        """Version -> the commit time Delta's time travel goes by (``DESCRIBE HISTORY``'s timestamp), in ms."""
+        out = {}
+        for c in self.all_commits():
+            if c["version"] <= up_to and c.get("timestamp") is not None:
+                out[c["version"]] = _millis(c["timestamp"])
+        return out
+
+    def files_at(self, version: int) -> int:
+        with named_errors(self.named.name, "reading a version of"):
+            return len(self.named.spark.sql(f"SELECT * FROM {self.named.sql_name} VERSION AS OF {int(version)}")
+                       .inputFiles())
+
+    def clone_state(self, info: dict[str, Any], app_id: str) -> Any:
+        return ("it is a clone, and in Spark-only mode (no access to the table's files) the sink cannot take "
+                "over its source's remembered deletes and batch records; write it with file_access=None or True "
+                "from a job that can read the clone's and the source's files")
+
+    def sidecar(self, relative: str) -> None:
+        return None  # nothing is kept beside a table known by name only
+
+    def names_at(self, version: int) -> dict[str, str]:
+        return {}  # Spark does not show a name-only table's physical column names
+
 
 # ---------------------------------------------------------------- tombstones in a companion table
 
@@ -414,8 +459,11 @@ class NamedTombstoneStore(TombstoneStore):
     ``expires_at_us``, ``batch_id``. Recording is a blind append (appends never conflict with each other), made
     before the data commit; the store's ``version()`` is the companion table's Delta version."""
 
-    def __init__(self, named: NamedTable, keys: tuple[str, ...], sequence: str):
+    def __init__(self, named: NamedTable, keys: tuple[str, ...], sequence: str, snapshot: Any = None,
+                 in_effect: Any = None):
         super().__init__(named.name, keys, sequence, None)
+        self.table_id = None if snapshot is None else snapshot.table_id
+        self.in_effect = in_effect
         self.named = named
         self.spark = named.spark
         self.table_name = tombstone_table_name(named.name)
@@ -446,6 +494,14 @@ class NamedTombstoneStore(TombstoneStore):
             StructField(SEQUENCE, target[self.sequence].dataType),
             StructField(DELETED_AT, LongType()), StructField(EXPIRES_AT, LongType()), StructField(BATCH, LongType()),
         ])
+
+    @staticmethod
+    def _provenance_schema() -> list[Any]:
+        """The columns saying which write recorded a tombstone (added to a companion table of an earlier
+        version by its first append from this one: schema evolution)."""
+        from pyspark.sql.types import LongType, StringType, StructField
+
+        return [StructField(APP, StringType()), StructField(TABLE, StringType()), StructField(READ, LongType())]
 
     def _ensure(self) -> None:
         if self._exists():
@@ -510,13 +566,16 @@ class NamedTombstoneStore(TombstoneStore):
         return before  # type: ignore[return-value]
 
     def _collect(self, frame: Any) -> pa.Table:
-        cols = [*[key_column(i) for i in range(len(self.keys))], SEQUENCE, EXPIRES_AT]
+        cols = [*[key_column(i) for i in range(len(self.keys))], SEQUENCE, EXPIRES_AT, BATCH]
+        cols += [c for c in (APP, TABLE, READ) if c in frame.columns]
         with named_errors(self.table_name, "reading"):
             table = frame.select(*cols).toArrow()
         if table.num_rows == 0:
             return self._empty()
-        live = _newest_per_key(_live(table, _now_us()), self.key_columns)
-        return self._to_sink_order(live)
+        for c, kind in ((APP, pa.string()), (TABLE, pa.string()), (READ, pa.int64())):
+            if c not in table.column_names:
+                table = table.append_column(c, pa.nulls(table.num_rows, kind))
+        return self._to_sink_order(self._acting(table))
 
     def read(self, ranges: dict[str, tuple[object, object]] | None = None) -> pa.Table:
         if not self._exists():
@@ -555,7 +614,10 @@ class NamedTombstoneStore(TombstoneStore):
 
     # ------------------------------------------------------------ writing
 
-    def record(self, rows: pa.Table, batch_id: int | None, retention_us: int | None) -> None:
+    def record(
+        self, rows: pa.Table, batch_id: int | None, retention_us: int | None, app_id: str | None = None,
+        read_version: int | None = None,
+    ) -> None:
         if rows.num_rows == 0:
             return
         from upsertsink.sparkapi import F
@@ -569,15 +631,16 @@ class NamedTombstoneStore(TombstoneStore):
         table = pa.table(
             [pa.array([self.scope] * n, pa.string()), *canonical, rows[SEQUENCE], pa.array([now] * n, pa.int64()),
              pa.array([None if retention_us is None else now + retention_us] * n, pa.int64()),
-             pa.array([batch_id] * n, pa.int64())],
-            names=[SCOPE, *self.key_columns, SEQUENCE, DELETED_AT, EXPIRES_AT, BATCH],
+             pa.array([batch_id] * n, pa.int64()), pa.array([app_id] * n, pa.string()),
+             pa.array([self.table_id] * n, pa.string()), pa.array([read_version] * n, pa.int64())],
+            names=[SCOPE, *self.key_columns, SEQUENCE, DELETED_AT, EXPIRES_AT, BATCH, APP, TABLE, READ],
         )
-        schema = self._schema()
+        fields = [*self._schema(), *self._provenance_schema()]
         with named_errors(self.table_name, "recording deletes in"):
             frame = self.spark.createDataFrame(table).select(
-                *[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema]
+                *[F.col(f.name).cast(f.dataType).alias(f.name) for f in fields]
             )
-            frame.write.format("delta").mode("append").saveAsTable(self.table_name)
+            frame.write.format("delta").mode("append").option("mergeSchema", "true").saveAsTable(self.table_name)
 
     def needs_compaction(self) -> bool:
         v = self._last_version
@@ -615,7 +678,7 @@ def forget() -> None:
 def named_status(spark: Any, name: str, limit: int = 10, version: int | None = None) -> dict[str, Any]:
     """``markers.status`` of the table ``name`` from ``DESCRIBE HISTORY`` on its name (no file access): its
     version (or ``version``), the last batch id of each app id in the listed history, the recent commits."""
-    from upsertsink.markers import STATUS_HISTORY, _marker_only, _metric
+    from upsertsink.markers import STATUS_HISTORY, _app_markers, _marker_only, _metric, late_batch
 
     named = NamedTable(spark, name)
     listed = named.history(None if version is not None else max(limit, STATUS_HISTORY))
@@ -639,18 +702,24 @@ def named_status(spark: Any, name: str, limit: int = 10, version: int | None = N
                 "version": commit["version"], "timestamp": _millis(commit.get("timestamp")),
                 "operation": commit.get("operation"),
                 "app_id": meta.get("app_id") if meta else None, "batch_id": meta.get("batch_id") if meta else None,
-                "marker_only": _marker_only(meta, commit, metrics), "late": bool(meta and meta.get("late") is not None),
+                "marker_only": _marker_only(meta, commit, metrics), "late": late_batch(meta),
+                "reapplied": bool(meta and meta.get("reapplied")),
                 "inserted": _metric(metrics, "numTargetRowsInserted", "numOutputRows"),
                 "updated": _metric(metrics, "numTargetRowsUpdated"),
                 "deleted": _metric(metrics, "numTargetRowsDeleted"),
                 "files_scanned": meta.get("files_scanned") if meta else None,
                 "files_rewritten": _metric(metrics, "numTargetFilesRemoved", "numRemovedFiles"),
             })
+    undone: dict[str, Any] = {}
+    if version is None and batches:  # the table as it is now: the apps' records along its lineage
+        found = _app_markers(named.snapshot(), list(batches))
+        batches, undone = found["batches"], found["undone"]
     with named_errors(name, "reading the schema of"):
         names = set(spark.table(named.sql_name).schema.names)
     return {
         "path": named.table_uri, "version": at, "scd_type": 2 if {"__START_AT", "__END_AT"} <= names else 1,
-        "latest_version": None if version is None else latest, "batches": batches, "commits": commits,
+        "latest_version": None if version is None else latest, "batches": batches, "undone": undone,
+        "commits": commits,
     }
 
 

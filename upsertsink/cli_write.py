@@ -231,7 +231,10 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
     if info.get("scd_type") == 2:
         lines.append("  history table (SCD type 2): one row per version of a key, keyed by the key and __START_AT")
     if info["batches"]:
-        lines += [f"  app {app}: last batch id {last}" for app, last in info["batches"].items()]
+        undone = info.get("undone") or {}
+        for app, last in info["batches"].items():
+            gone = ", ".join(f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in undone.get(app, ()))
+            lines.append(f"  app {app}: last batch id {last}" + (f" (undone by a RESTORE: {gone})" if gone else ""))
     else:
         lines.append("  no batch markers written by upsertsink")
     if info["commits"]:
@@ -243,13 +246,17 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
 @click.argument("path", required=False)
 @click.option("--table", "table_name", metavar="NAME", help="Instead of PATH: a Delta table named in Spark's catalog.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-def maintain(path: str | None, table_name: str | None, as_json: bool) -> None:
+@click.option("--adopt-clone", is_flag=True,
+              help="The table is a clone whose source is gone for good: let the sink write it without the "
+                   "source's batch records and remembered deletes.")
+def maintain(path: str | None, table_name: str | None, as_json: bool, adopt_clone: bool) -> None:
     """Compact and clean the sink's own bookkeeping in a table, and checkpoint it when due.
 
     Tombstones of every key set are compacted (expired ones dropped), dead writers' temp files removed, a
     checkpoint written when the newest is an interval behind, and Delta's expired log entries removed. The
     table's data files are not touched (VACUUM stays yours). Writers do all of this as they go. The table is
-    PATH, or --table NAME in Spark's catalog.
+    PATH, or --table NAME in Spark's catalog. --adopt-clone lets the sink write a clone whose source cannot be
+    read any more (a replayed batch of the source is then applied again, and its deletes are not remembered).
     """
     label = _one_table(path, table_name)
 
@@ -269,7 +276,7 @@ def maintain(path: str | None, table_name: str | None, as_json: bool) -> None:
             table = _table_location(label)
         if not markers.table_exists(table, deltalake_options(table)):
             fail(f"{label} is not a Delta table")
-        return run_maintenance(table, deltalake_options(table))
+        return run_maintenance(table, deltalake_options(table), adopt_clone=adopt_clone)
 
     report = run(work)
     if as_json:

@@ -168,13 +168,15 @@ def prepare_events(table: pa.Table, keys: tuple[str, ...], sequence: str, flags:
     return unique_events(table, keys, sequence)
 
 
-def unique_events(events: pa.Table, keys: tuple[str, ...], sequence: str) -> pa.Table:
-    """One row per (key, sequence): exact repeats collapse; different events at one (key, sequence) raise."""
+def unique_events(events: pa.Table, keys: Any, sequence: str, by: Any = ()) -> pa.Table:
+    """One row per (key, sequence): exact repeats collapse; different events at one (key, sequence) raise.
+    With ``by`` (columns saying which write logged an event), per (key, sequence, those columns): the same
+    event logged by two writes stays twice, compared without them."""
     if events.num_rows < 2:
         return events
-    hasher = fp.Hasher(events, exclude=[])
+    hasher = fp.Hasher(events, exclude=list(by))
     rows = hasher.rows()
-    ids = fp.combine([fp.column_hash(events[c]) for c in (*keys, sequence)], events.num_rows)
+    ids = fp.combine([fp.column_hash(events[c]) for c in (*keys, sequence, *by)], events.num_rows)
     order = np.lexsort((rows, ids))
     ids_sorted, rows_sorted = ids[order], rows[order]
     same_row = np.zeros(len(order), bool)
@@ -313,20 +315,31 @@ def stored_versions(table: Any, keys: tuple[str, ...], wanted: pa.Table, columns
 
 
 def scope_id(keys: tuple[str, ...], sequence: str) -> str:
+    """The folder of a key set's events: by the columns' names, or in a column-mapped table by their physical
+    names (stable under ``RENAME COLUMN``)."""
     text = json.dumps({"keys": sorted(keys), "sequence": sequence, "history": 2}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# Which write logged an event (events of earlier versions lack them, and always count): its app id and batch
+# id, the table's identity, the version it read. They travel with the rows, through compaction.
+P_APP, P_BATCH, P_TABLE, P_READ = "__upsertsink_app", "__upsertsink_batch", "__upsertsink_table", "__upsertsink_read"
+PROVENANCE = {P_APP: "app", P_BATCH: "batch_id", P_TABLE: "table_id", P_READ: "read_version"}
+# parquet metadata: how an event file names its columns ("physical": by physical name; a JSON object: its
+# logical names then -> physical names; absent: by the names the table had, which an earlier version wrote)
+NAMES = "upsertsink.names"
+
+
 @dataclass
 class _Known:
-    """The committed event files of one log this process has read."""
+    """The committed event files of one log this process has read (columns by physical name)."""
 
     files: set[str] = field(default_factory=set)
     parts: list[pa.Table] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-_KNOWN: dict[str, _Known] = {}
+_KNOWN: dict[tuple[str, str], _Known] = {}
 _KNOWN_LOCK = threading.Lock()
 
 
@@ -337,21 +350,50 @@ def forget() -> None:
 
 class EventLog:
     """The events of one history table for one key set: ``c-<write>.parquet`` files of committed writes, and
-    ``p-<write>.parquet`` files of writes not known to be committed yet."""
+    ``p-<write>.parquet`` files of writes not known to be committed yet.
 
-    def __init__(self, target: str, keys: tuple[str, ...], sequence: str, storage_options: dict[str, str] | None):
-        from upsertsink.tombstones import _Folder
+    ``snapshot`` gives the table's identity and its column mapping; ``in_effect`` (``ledger.InEffect``) says
+    which logged writes count for the table as it is (not those of another table at this place, nor those of
+    a batch a RESTORE undid). Without them (maintenance) every committed event counts."""
+
+    def __init__(
+        self, target: str, keys: tuple[str, ...], sequence: str, storage_options: dict[str, str] | None,
+        snapshot: Any = None, in_effect: Any = None,
+    ):
+        from upsertsink.tombstones import _Folder, physical_names
 
         self.target = target
         self.keys = tuple(keys)
         self.sequence = sequence
         self.storage_options = storage_options
-        self.folder = _Folder(target, f"{HISTORY_ROOT}/{scope_id(self.keys, sequence)}", storage_options)
+        self.table_id = None if snapshot is None else snapshot.table_id
+        self.in_effect = in_effect
+        self._physical = _mapping(snapshot)  # logical -> physical, for a column-mapped table
+        named = physical_names(snapshot, (*self.keys, sequence)) if snapshot is not None else None
+        filed = named if named is not None else (*self.keys, sequence)
+        self.folder = _Folder(target, f"{HISTORY_ROOT}/{scope_id(filed[:-1], filed[-1])}", storage_options)
+        self._own: _Known | None = None
 
-    def record(self, events: pa.Table, token: str, base_version: int | None) -> None:
+    def _known(self) -> _Known:
+        if self.table_id is None:  # no identity yet (maintenance): nothing kept for other writes
+            if self._own is None:
+                self._own = _Known()
+            return self._own
+        with _KNOWN_LOCK:
+            return _KNOWN.setdefault((self.folder.uri, self.table_id), _Known())
+
+    def record(
+        self, events: pa.Table, token: str, base_version: int | None, app_id: str | None = None,
+        batch_id: int | None = None,
+    ) -> None:
         """Write the events of the write ``token`` as pending (before its data commit)."""
+        n = events.num_rows
+        events = events.append_column(P_APP, pa.array([app_id] * n, pa.string())) \
+            .append_column(P_BATCH, pa.array([batch_id] * n, pa.int64())) \
+            .append_column(P_TABLE, pa.array([self.table_id] * n, pa.string())) \
+            .append_column(P_READ, pa.array([-1 if base_version is None else base_version] * n, pa.int64()))
         meta = {"upsertsink.base_version": "" if base_version is None else str(base_version),
-                "upsertsink.written_at": str(time.time()), **self._about()}
+                "upsertsink.written_at": str(time.time()), NAMES: json.dumps(self._physical), **self._about()}
         self.folder.write(f"{PENDING_PREFIX}{token}.parquet", events, meta)
 
     def promote(self, events: pa.Table, token: str) -> None:
@@ -364,7 +406,10 @@ class EventLog:
                 return
             except FileNotFoundError:
                 pass  # a reader promoted it first (it writes the committed file, then removes this one)
-        self.folder.write(committed, events, self._about())
+        table = self.folder.read(pending)
+        if table is None:
+            table = events
+        self.folder.write(committed, table, {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()})
         self.folder.delete(pending)
 
     def _about(self) -> dict[str, str]:
@@ -372,14 +417,16 @@ class EventLog:
         return {ABOUT: json.dumps({"keys": list(self.keys), "sequence": self.sequence})}
 
     def events_for(self, wanted: pa.Table, snapshot: Any) -> pa.Table | None:
-        """Every committed event of the keys in ``wanted`` (a table of the key columns); None when none."""
+        """Every committed event that counts of the keys in ``wanted`` (a table of the key columns), under the
+        table's column names now; None when none."""
         known = self._refresh(snapshot)
         with known.lock:
             parts = list(known.parts)
         if not parts:
             return None
-        keys = list(self.keys)
-        probe = wanted.select(keys).group_by(keys).aggregate([])
+        logical = {p: name for name, p in self._physical.items()}
+        keys = [self._physical.get(k, k) for k in self.keys]
+        probe = wanted.select(list(self.keys)).rename_columns(keys).group_by(keys).aggregate([])
         found = []
         for part in parts:  # the events' keys have the table's types, as the batch's do (both cast to them)
             hit = part.join(probe, keys=keys, join_type="left semi")
@@ -387,11 +434,30 @@ class EventLog:
                 found.append(hit)
         if not found:
             return None
-        return pa.concat_tables(found, promote_options="permissive")
+        events = pa.concat_tables(found, promote_options="permissive")
+        if self.in_effect is not None and P_APP in events.column_names:
+            view = events.select(list(PROVENANCE)).rename_columns(list(PROVENANCE.values()))
+            events = events.filter(pa.array(self.in_effect.mask(view)))
+        events = events.drop_columns([c for c in PROVENANCE if c in events.column_names])
+        if events.num_rows == 0:
+            return None
+        return events.rename_columns([logical.get(c, c) for c in events.column_names])
+
+    def _read_part(self, name: str) -> pa.Table | None:
+        """One event file, its columns by physical name (FileNotFoundError propagates: listed again)."""
+        table = self.folder.read(name)
+        if table is None:
+            return None
+        raw = (table.schema.metadata or {}).get(NAMES.encode())
+        table = table.replace_schema_metadata(None)
+        said = json.loads(raw) if raw else None
+        if said == "physical":
+            return table
+        mapping = said if isinstance(said, dict) else self._physical  # an earlier version's: the names now
+        return table.rename_columns([mapping.get(c, c) for c in table.column_names])
 
     def _refresh(self, snapshot: Any) -> _Known:
-        with _KNOWN_LOCK:
-            known = _KNOWN.setdefault(self.folder.uri, _Known())
+        known = self._known()
         for attempt in range(5):
             listing = self.folder.list()
             with known.lock:
@@ -402,9 +468,9 @@ class EventLog:
                         if not name.endswith(".parquet") or name in known.files:
                             continue
                         if name.startswith(COMMITTED_PREFIX):
-                            table = self.folder.read(name)
+                            table = self._read_part(name)
                             if table is not None:
-                                known.parts.append(table.replace_schema_metadata(None))
+                                known.parts.append(table)
                             known.files.add(name)
                         elif name.startswith(PENDING_PREFIX):
                             token = name[len(PENDING_PREFIX):-len(".parquet")]
@@ -420,13 +486,14 @@ class EventLog:
 
     def committed_files(self) -> int:
         with _KNOWN_LOCK:
-            known = _KNOWN.get(self.folder.uri)
+            known = _KNOWN.get((self.folder.uri, self.table_id)) if self.table_id is not None else self._own
         return 0 if known is None else len(known.files)
 
     def compact(self, snapshot: Any = None) -> int:
         """Write every committed event in one file, then delete the files it replaces (a crash in between
         leaves each event twice, which counts once); returns the number of files replaced. With the target's
-        ``snapshot``, pending files of committed writes are promoted first."""
+        ``snapshot``, pending files of committed writes are promoted first. Every event is kept, whichever
+        write logged it (which writes count can change: a RESTORE undoes one)."""
         from upsertsink import faults
 
         known = self._refresh(snapshot)
@@ -434,9 +501,12 @@ class EventLog:
             files, parts = sorted(known.files), list(known.parts)
         if len(files) < 2:
             return 0
-        merged = unique_events(pa.concat_tables(parts, promote_options="permissive"), self.keys, self.sequence)
+        keys = [self._physical.get(k, k) for k in self.keys]
+        sequence = self._physical.get(self.sequence, self.sequence)
+        merged = unique_events(pa.concat_tables(parts, promote_options="permissive"), keys, sequence,
+                               by=[c for c in PROVENANCE if any(c in p.column_names for p in parts)])
         name = f"{COMMITTED_PREFIX}{new_token()}.parquet"
-        self.folder.write(name, merged, self._about())
+        self.folder.write(name, merged, {**self._about(), NAMES: json.dumps("physical")})
         faults.point("events-compacted")
         for old in files:
             self.folder.delete(old)
@@ -465,10 +535,9 @@ class EventLog:
         if end is not None and end >= start:
             found = markers.find_write(snapshot.uri, token, start - 1, end, self.storage_options)
         if found is not None:
-            events = table.replace_schema_metadata(None)
             log.info("promoting the events of committed write %s in %s", token, self.folder.uri)
-            self.promote(events, token)
-            known.parts.append(events)
+            self.promote(table, token)
+            known.parts.append(self._read_part(f"{COMMITTED_PREFIX}{token}.parquet"))
             known.files.add(f"{COMMITTED_PREFIX}{token}.parquet")
             return
         if time.time() - mtime > PENDING_GRACE_S:
@@ -476,16 +545,33 @@ class EventLog:
             self.folder.delete(name)
 
 
-def logs_of(target: str, storage_options: dict[str, str] | None) -> list[EventLog]:
+def _mapping(snapshot: Any) -> dict[str, str]:
+    """Logical -> physical column names of a column-mapped table (empty otherwise)."""
+    table = getattr(snapshot, "table", None)
+    if table is None or getattr(snapshot, "spark_only", False):
+        return {}
+    try:
+        if table.metadata().configuration.get("delta.columnMapping.mode", "none") == "none":
+            return {}
+        return {f.name: str((f.metadata or {}).get("delta.columnMapping.physicalName") or f.name)
+                for f in table.schema().fields}
+    except Exception:  # noqa: BLE001 - a schema deltalake cannot read: names as they are
+        return {}
+
+
+def logs_of(target: str, storage_options: dict[str, str] | None, snapshot: Any = None) -> list[EventLog]:
     """Every event log kept in a target (one per key set of a history sink that wrote it)."""
     from upsertsink.maintenance import _scopes, folder_about
     from upsertsink.tombstones import _Folder
 
     out = []
     for scope in sorted(_scopes(_Folder(target, HISTORY_ROOT, storage_options))):
-        about = folder_about(_Folder(target, f"{HISTORY_ROOT}/{scope}", storage_options), ABOUT)
+        folder = _Folder(target, f"{HISTORY_ROOT}/{scope}", storage_options)
+        about = folder_about(folder, ABOUT)
         if about is not None:
-            out.append(EventLog(target, tuple(about["keys"]), about["sequence"], storage_options))
+            events = EventLog(target, tuple(about["keys"]), about["sequence"], storage_options, snapshot)
+            events.folder = folder  # as it is filed (by physical names in a column-mapped table)
+            out.append(events)
     return out
 
 

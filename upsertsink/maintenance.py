@@ -40,6 +40,7 @@ class MaintenanceReport:
     log_files_removed: int = 0
     legacy_tombstone_table: bool = False  # upsertsink 0.1's table is still there (a copy source; never deleted)
     history: list[dict[str, Any]] = field(default_factory=list)  # event logs of history (SCD type 2) sinks
+    clone_adopted: bool = False  # --adopt-clone: the clone is written from now on without its source's history
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,15 +65,20 @@ class MaintenanceReport:
         else:
             out.append("  checkpoint: up to date")
         out.append(f"  expired log files removed: {self.log_files_removed}")
+        if self.clone_adopted:
+            out.append("  clone adopted: written from now on without its source's batch records and deletes")
         return out
 
 
-def maintain(path: str, storage_options: dict[str, str] | None = None) -> MaintenanceReport:
-    """Compact and clean what the sink owns in the table at ``path``; checkpoint the table when due."""
+def maintain(path: str, storage_options: dict[str, str] | None = None, adopt_clone: bool = False) -> MaintenanceReport:
+    """Compact and clean what the sink owns in the table at ``path``; checkpoint the table when due. With
+    ``adopt_clone``, a clone whose source is gone is let be written without its source's history."""
     from deltalake import DeltaTable
 
     table = DeltaTable(deltalake_uri(path), storage_options=storage_options)
     report = MaintenanceReport(path=path, version=table.version())
+    if adopt_clone:
+        _adopt(path, storage_options, report)
     root = _Folder(path, TOMBSTONE_ROOT, storage_options)
     for scope in sorted(_scopes(root)):
         store = _store_for(path, scope, storage_options)
@@ -84,7 +90,7 @@ def maintain(path: str, storage_options: dict[str, str] | None = None) -> Mainte
     from upsertsink.markers import open_snapshot
 
     snapshot = open_snapshot(path, storage_options)
-    for events in history.logs_of(path, storage_options):
+    for events in history.logs_of(path, storage_options, snapshot):
         before = len([n for n in events.folder.names() if n.endswith(".parquet") and not n.startswith(".")])
         events.compact(snapshot)
         after = len([n for n in events.folder.names() if n.endswith(".parquet") and not n.startswith(".")])
@@ -97,6 +103,23 @@ def maintain(path: str, storage_options: dict[str, str] | None = None) -> Mainte
     report.log_files_removed = int(table.cleanup_metadata() or 0)
     log.info("maintained %s: %s", path, report)
     return report
+
+
+def _adopt(path: str, storage_options: dict[str, str] | None, report: MaintenanceReport) -> None:
+    from upsertsink import clones
+    from upsertsink.errors import InvalidInputError
+    from upsertsink.markers import keep, open_snapshot
+
+    snapshot = open_snapshot(path, storage_options)
+    try:
+        origin = snapshot.commit_info(0)
+        if origin is None or origin.get("operation") != "CLONE":
+            raise InvalidInputError(f"table {path} is not a clone (its first commit is not a CLONE): there is "
+                                    "nothing to adopt")
+        clones.adopt(snapshot)
+    finally:
+        keep(snapshot)
+    report.clone_adopted = True
 
 
 def _scopes(root: _Folder) -> list[str]:
@@ -119,7 +142,7 @@ def _store_for(path: str, scope: str, storage_options: dict[str, str] | None) ->
     about = folder_about(_Folder(path, f"{TOMBSTONE_ROOT}/{scope}", storage_options), "upsertsink.tombstones")
     if about is None:
         return None
-    return TombstoneStore(path, tuple(about["keys"]), about["sequence"], storage_options)
+    return TombstoneStore.for_scope(path, scope, tuple(about["keys"]), about["sequence"], storage_options)
 
 
 def folder_about(folder: _Folder, key: str) -> dict[str, Any] | None:

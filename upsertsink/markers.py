@@ -162,9 +162,13 @@ class Snapshot:
     _recent: list[dict[str, Any]] | None = field(default=None, repr=False)
     _all: list[dict[str, Any]] | None = field(default=None, repr=False)
     _at: int | None = field(default=None, repr=False)
+    _id: str | None = field(default=None, repr=False)
+    _infos: dict[int, dict[str, Any] | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        self._at = None if self.table is None else self.table.version()
+        if self.table is not None:
+            self._at = self.table.version()
+            self._id = self.table.metadata().id
 
     @property
     def exists(self) -> bool:
@@ -176,24 +180,30 @@ class Snapshot:
         return self._at
 
     @property
+    def table_id(self) -> str | None:
+        """The table's identity (Delta's ``metaData.id``): a table re-created at the same place has another."""
+        return self._id
+
+    @property
     def uri(self) -> str:
         return self.path if self.table is None else self.table.table_uri
 
     def last_batch(self, app_id: str) -> int | None:
-        """The version of the table's ``txn`` for ``app_id`` (the app's marker), None if none.
+        """The version of the table's ``txn`` for ``app_id`` (Delta's marker of the app), None if none.
 
         deltalake finds it by reading every commit since the last checkpoint, on every call (up to ~1.3 ms);
         markers are kept per table version instead, and carried over the sink's own commits (note_commit)."""
         if self.table is None:
             return None
-        known = _TXNS.get((self.uri, self._at))
+        key = (self.uri, self._id, self._at)
+        known = _TXNS.get(key)
         if known is not None and app_id in known:
             return known[app_id]
         value = self.table.transaction_version(app_id) if self.table.version() == self._at else self.txn_at(
             app_id, self._at)
         with _TXNS_LOCK:
-            _TXNS.setdefault((self.uri, self._at), {})[app_id] = value
-            _TXNS.move_to_end((self.uri, self._at))
+            _TXNS.setdefault(key, {})[app_id] = value
+            _TXNS.move_to_end(key)
             while len(_TXNS) > 4096:
                 _TXNS.popitem(last=False)
         return value
@@ -207,7 +217,9 @@ class Snapshot:
         if self.table is None:
             return []
         if self._recent is None:
-            self._recent = history(self.table, RECENT_COMMITS, self.storage_options)
+            self._recent = history(self.table, RECENT_COMMITS, self.storage_options, self._at)
+            for c in self._recent:
+                self._infos.setdefault(c["version"], c)
         return self._recent
 
     def all_commits(self) -> list[dict[str, Any]]:
@@ -215,7 +227,7 @@ class Snapshot:
         if self.table is None:
             return []
         if self._all is None:
-            self._all = history(self.table, None, self.storage_options)
+            self._all = history(self.table, None, self.storage_options, self._at)
         return self._all
 
     def txn_at(self, app_id: str, version: int) -> int | None:
@@ -249,12 +261,125 @@ class Snapshot:
 
     def commit_info(self, version: int) -> dict[str, Any] | None:
         """The commitInfo of one version, read from its log file; None when the log no longer holds it."""
-        info = read_commit_info(self.uri, version, self.storage_options)
-        return None if info is None else {**info, "version": version}
+        if self.table is None or self._at is None or version > self._at or version < 0:
+            return None
+        if version not in self._infos:
+            if self._recent is None and version > self._at - RECENT_COMMITS:
+                self.recent_commits()  # one read of the newest commits answers the usual questions
+            if version not in self._infos:
+                info = _cached_info(self.uri, self._id, version)
+                if info is None:
+                    found = read_commit_info(self.uri, version, self.storage_options)
+                    info = None if found is None else {**found, "version": version}
+                    if info is not None:
+                        _keep_info(self.uri, self._id, version, info)
+                self._infos[version] = info
+        return self._infos[version]
+
+    def restored_version(self, info: dict[str, Any], at: int) -> int | None:
+        """The version the RESTORE commit ``info`` (at version ``at``) went back to; None when the log cannot
+        say. A RESTORE to a version names it; one to a timestamp names the timestamp, resolved here as Delta
+        resolves it (the latest commit at or before it, by commit time) and checked against the file count
+        the RESTORE reported."""
+        return restored_version(self, info, at)
+
+    def origin_id(self) -> str | None:
+        """The identity the table had at version 0 (another than now after a catalog REPLACE); None when the
+        log no longer holds version 0."""
+        if self.table is None:
+            return None
+        key = (self.uri, self._id, -1)
+        with _TXNS_LOCK:
+            known = _ORIGINS.get(key, "")
+        if known != "":
+            return known
+        from deltalake import DeltaTable
+
+        try:
+            found = DeltaTable(deltalake_uri(self.path), version=0, storage_options=self.storage_options).metadata().id
+        except Exception:  # noqa: BLE001 - version 0 cleaned up: nothing says the table was replaced since
+            found = None
+        with _TXNS_LOCK:
+            _ORIGINS[key] = found
+        return found
+
+    def commit_times(self, up_to: int) -> dict[int, int]:
+        return commit_times(self, up_to)
+
+    def names_at(self, version: int) -> dict[str, str]:
+        """Column names now -> their names at ``version``, for the columns of a column-mapped table renamed
+        since (the same physical column); empty when none was, or the table maps no columns."""
+        from deltalake import DeltaTable
+
+        if self.table is None or self.table.metadata().configuration.get("delta.columnMapping.mode", "none") == "none":
+            return {}
+        try:
+            then = DeltaTable(deltalake_uri(self.path), version=version, storage_options=self.storage_options)
+        except Exception:  # noqa: BLE001 - the version is gone (log cleanup): no names to go by
+            return {}
+
+        def physical(table: Any) -> dict[str, str]:
+            return {str((f.metadata or {}).get("delta.columnMapping.physicalName") or f.name): f.name
+                    for f in table.schema().fields}
+
+        now, before = physical(self.table), physical(then)
+        return {name: before[p] for p, name in now.items() if p in before and before[p] != name}
+
+    def files_at(self, version: int) -> int:
+        from deltalake import DeltaTable
+
+        return len(DeltaTable(deltalake_uri(self.path), version=version, storage_options=self.storage_options).files())
+
+    def clone_state(self, info: dict[str, Any], app_id: str) -> Any:
+        """What a CLONE commit gives an app: its source's record at the cloned version (a ledger Record), or
+        a sentence saying why it cannot be known."""
+        from upsertsink import clones
+
+        return clones.inherited_record(self, info, app_id)
+
+    def clone_source(self) -> Snapshot | None:
+        """The source of a clone as it was at the cloned version (None: not a clone, or not readable)."""
+        origin = self.commit_info(0)
+        if origin is None or origin.get("operation") != "CLONE":
+            return None
+        from upsertsink.clones import _open, source_of
+
+        path, version, _ = source_of(origin)
+        if path is None or version is None:
+            return None
+        try:
+            return _open(path, version, self.storage_options)
+        except Exception:  # noqa: BLE001 - a source gone: its commits cannot be read
+            return None
+
+    def sidecar(self, relative: str) -> Any:
+        """A folder the sink keeps beside the table (``_upsertsink/...``)."""
+        from upsertsink.tombstones import _Folder
+
+        return _Folder(self.path, relative, self.storage_options)
 
 
-# (table uri, version) -> {app id: txn version}: markers as each version has them.
-_TXNS: OrderedDict[tuple[str, int | None], dict[str, int | None]] = OrderedDict()
+# (table uri, identity, -1) -> the identity at version 0
+_ORIGINS: dict[tuple[str, str | None, int], str | None] = {}
+# (table uri, identity, version) -> commit info: a log entry never changes once written.
+_INFOS: OrderedDict[tuple[str, str | None, int], dict[str, Any]] = OrderedDict()
+
+
+def _cached_info(uri: str, table_id: str | None, version: int) -> dict[str, Any] | None:
+    with _TXNS_LOCK:
+        return _INFOS.get((uri, table_id, version))
+
+
+def _keep_info(uri: str, table_id: str | None, version: int, info: dict[str, Any]) -> None:
+    with _TXNS_LOCK:
+        _INFOS[(uri, table_id, version)] = info
+        _INFOS.move_to_end((uri, table_id, version))
+        while len(_INFOS) > 8192:
+            _INFOS.popitem(last=False)
+
+
+# (table uri, identity, version) -> {app id: txn version}: markers as each version has them.
+_TXNS: OrderedDict[tuple[str, str | None, int | None], dict[str, int | None]] = OrderedDict()
 _TXNS_LOCK = threading.Lock()
 
 
@@ -264,10 +389,10 @@ def note_commit(snapshot: Snapshot, version: int | None, markers: dict[str, int]
     if version is None or snapshot.version is None or version != snapshot.version + 1:
         return
     with _TXNS_LOCK:
-        before = _TXNS.get((snapshot.uri, snapshot.version))
+        before = _TXNS.get((snapshot.uri, snapshot.table_id, snapshot.version))
         if before is None:
             return
-        _TXNS[(snapshot.uri, version)] = {**before, **markers}
+        _TXNS[(snapshot.uri, snapshot.table_id, version)] = {**before, **markers}
 
 
 # Open table handles, per thread (a DeltaTable is not shared between threads), kept between writes: a stream
@@ -298,8 +423,13 @@ def _commit_file_stamp(uri: str, version: int, storage_options: dict[str, str] |
 
 
 def forget_handles() -> None:
-    """Drop this thread's open table handles (tests use it to read as a new process would)."""
+    """Drop this thread's open table handles and the markers and log entries kept (tests use it to read as a
+    new process would)."""
     _cache().clear()
+    with _TXNS_LOCK:
+        _TXNS.clear()
+        _INFOS.clear()
+        _ORIGINS.clear()
 
 
 def open_snapshot(path: str, storage_options: dict[str, str] | None = None) -> Snapshot:
@@ -380,10 +510,13 @@ def table_exists(path: str, storage_options: dict[str, str] | None = None) -> bo
 
 
 def last_batch_id(path: str, app_id: str, storage_options: dict[str, str] | None = None) -> int | None:
-    """The last batch id committed for app_id (the Delta ``txn`` version), None if none or no table."""
+    """The last batch id committed for app_id as the table is now (the sink's record: a RESTORE moves it
+    back, Delta's expiry of its ``txn`` does not), None if none or no table."""
+    from upsertsink import ledger
+
     snapshot = open_snapshot(path, storage_options)
     try:
-        return snapshot.last_batch(app_id)
+        return ledger.app_state(snapshot, app_id).marker
     finally:
         keep(snapshot)
 
@@ -438,6 +571,11 @@ def committed_fingerprint(snapshot: Snapshot, app_id: str, batch_id: int) -> Com
             return _committed(meta, commit.get("version"))
     if version is not None and snapshot.txn_at(app_id, version) == batch_id:
         return Committed("no-fingerprint", version=version)  # its marker, written by another Delta writer
+    source = snapshot.clone_source() if hasattr(snapshot, "clone_source") else None
+    if source is not None:  # a batch the clone took over: its commit is in the source's log
+        found = committed_fingerprint(source, app_id, batch_id)
+        if found.state != "gone":
+            return Committed(found.state, found.fingerprint, None, None)
     return Committed("gone")
 
 
@@ -473,23 +611,105 @@ def read_commit_info(uri: str, version: int, storage_options: dict[str, str] | N
     return None
 
 
-def history(table: Any, limit: int | None, storage_options: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """The commit infos of ``table`` from its version down (``limit`` of them, or all the log holds), newest
-    first, each with its ``version``. deltalake's ``history()`` finds nothing for a folder whose name holds a
-    ``#`` (a URL fragment to it): the log files are then read directly."""
-    found = table.history(limit)
-    at = table.version()
-    if found or at is None or at < 0:
+def history(
+    table: Any, limit: int | None, storage_options: dict[str, str] | None = None, at: int | None = None,
+) -> list[dict[str, Any]]:
+    """The commit infos of ``table`` from version ``at`` (default: the handle's) down (``limit`` of them, or all
+    the log holds), newest first, each with its ``version``. deltalake's ``history()`` finds nothing for a
+    folder whose name holds a ``#`` (a URL fragment to it), and fails on commit infos it cannot parse (Spark's
+    SHALLOW CLONE writes statistics of -1): the log files are then read directly."""
+    top = table.version() if at is None else at
+    if top is None or top < 0:
+        return []
+    found: list[dict[str, Any]] = []
+    # deltalake lists a handle's history from the table's *latest* commit, numbered down from the handle's
+    # version: only a handle at the latest version can use it (no commit file after it)
+    if top == table.version() and _commit_file_stamp(table.table_uri, top + 1, storage_options) is None:
+        try:
+            found = table.history(limit)
+        except Exception as err:  # noqa: BLE001 - read the files ourselves
+            log.debug("deltalake could not list the history of %s (%s): reading its log files", table.table_uri, err)
+            found = []
+    if found:
         return found
     out = []
-    stop = -1 if limit is None else max(-1, at - limit)
-    for version in range(at, stop, -1):
+    stop = -1 if limit is None else max(-1, top - limit)
+    for version in range(top, stop, -1):
         info = read_commit_info(table.table_uri, version, storage_options)
         if info is None:
-            if version < at and not out:
+            if version < top and not out:
                 continue
             break  # log cleanup removed the older ones
         out.append({**info, "version": version})
+    return out
+
+
+def restored_version(snapshot: Any, info: dict[str, Any], at: int) -> int | None:
+    """The version the RESTORE commit ``info`` at version ``at`` went back to; None when the log cannot say.
+
+    Both engines record ``operationParameters.version`` for a RESTORE to a version. Spark records a RESTORE
+    to a timestamp as that timestamp in its session's time zone, and went back to the latest commit at or
+    before it (Delta's rule: by commit time, the file's modification time made monotonic, or the commit's
+    in-commit timestamp). That is resolved here for UTC and for this process's zone, and a candidate counts
+    only when the number of files at it is the one the RESTORE reported (``numOfFilesAfterRestore``)."""
+    params = info.get("operationParameters") or {}
+    version = params.get("version")
+    if version not in (None, "", "null"):
+        try:
+            found = int(version)
+        except (TypeError, ValueError):
+            return None
+        return found if 0 <= found < at else None
+    stamp = params.get("timestamp") or params.get("datetime")
+    if not stamp:
+        return None
+    times = snapshot.commit_times(at - 1)
+    metrics = info.get("operationMetrics") or {}
+    expected = metrics.get("numOfFilesAfterRestore")
+    for moment in _instants(str(stamp)):
+        before = [v for v, t in times.items() if t <= moment]
+        if not before:
+            continue
+        candidate = max(before)
+        if expected is None or snapshot.files_at(candidate) == int(expected):
+            return candidate
+    return None
+
+
+def _instants(stamp: str) -> list[int]:
+    """Milliseconds since the epoch that a RESTORE's timestamp text may mean: UTC, then this process's zone."""
+    from datetime import UTC, datetime
+
+    try:
+        parsed = datetime.fromisoformat(stamp.strip().replace(" ", "T", 1))
+    except ValueError:
+        return []
+    if parsed.tzinfo is not None:
+        return [int(parsed.timestamp() * 1000)]
+    return list(dict.fromkeys([int(parsed.replace(tzinfo=UTC).timestamp() * 1000),
+                               int(parsed.timestamp() * 1000)]))
+
+
+def commit_times(snapshot: Snapshot, up_to: int) -> dict[int, int]:
+    """Version -> commit time in milliseconds, as Delta orders commits for time travel (file modification
+    times made strictly increasing), for the versions the log holds up to ``up_to``."""
+    import pyarrow.fs as pafs
+
+    fs = _log_fs(snapshot.uri, snapshot.storage_options)
+    raw = {}
+    for entry in fs.get_file_info(pafs.FileSelector("_delta_log")):
+        name = entry.base_name
+        if name.endswith(".json") and name[:20].isdigit() and int(name[:20]) <= up_to and entry.mtime is not None:
+            raw[int(name[:20])] = int(entry.mtime.timestamp() * 1000)
+    out, last = {}, None
+    for version in sorted(raw):
+        t = raw[version]
+        info = snapshot.commit_info(version) or {}
+        if isinstance(info.get("inCommitTimestamp"), int):
+            t = info["inCommitTimestamp"]
+        elif last is not None and t <= last:
+            t = last + 1
+        out[version] = last = t
     return out
 
 
@@ -539,7 +759,8 @@ def status(
                     "batch_id": meta.get("batch_id") if meta else None,
                     # a commit that records a batch's marker and changes no row (the batch changed nothing)
                     "marker_only": _marker_only(meta, commit, metrics),
-                    "late": bool(meta and meta.get("late") is not None),
+                    "late": late_batch(meta),
+                    "reapplied": bool(meta and meta.get("reapplied")),
                     "inserted": _metric(
                         metrics, "num_target_rows_inserted", "numTargetRowsInserted", "num_added_rows", "numOutputRows"
                     ),
@@ -562,9 +783,32 @@ def status(
         "scd_type": 2 if history_table else 1,
         "latest_version": None if version is None else DeltaTable(
             deltalake_uri(path), storage_options=storage_options).version(),
-        "batches": {a: table.transaction_version(a) for a in app_ids},
+        **_app_markers(Snapshot(path, table, storage_options), app_ids),
         "commits": commits,
     }
+
+
+def _app_markers(snapshot: Any, app_ids: list[str]) -> dict[str, Any]:
+    """``batches`` (app -> last batch id as the table is at ``snapshot``) and ``undone`` (app -> the batch
+    ids a RESTORE undid and nothing committed since, as [low, high] ranges; apps with none left out)."""
+    from upsertsink import ledger
+
+    batches, undone = {}, {}
+    for app in app_ids:
+        record = ledger.app_state(snapshot, app).record
+        batches[app] = record.marker
+        if record.undone:
+            undone[app] = [[lo, hi] for lo, hi, _ in record.undone]
+    return {"batches": batches, "undone": undone}
+
+
+def late_batch(meta: dict[str, Any] | None) -> bool:
+    """Was the commit's batch applied late (behind its app's marker, ``late_batches="apply"``)?"""
+    if not meta:
+        return False
+    if "late_batch" in meta:
+        return bool(meta["late_batch"])
+    return meta.get("late") is not None  # commits made before the flag: every late-chain commit was late
 
 
 def _marker_only(meta: dict[str, Any] | None, commit: dict[str, Any], metrics: dict[str, Any]) -> bool:

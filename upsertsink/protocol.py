@@ -54,7 +54,8 @@ class WriteResult:
     only the row counts could be compared), ``"unavailable"`` (its commit carries no fingerprint: written by
     another Delta writer with the same transaction identifier); None when the batch was written.
     ``late`` is True when the batch id was behind the app's marker, never committed, and applied because the
-    sink allows late batches (``late_batches="apply"``).
+    sink allows late batches (``late_batches="apply"``). ``reapplied`` is True when the batch had been
+    committed and a later RESTORE of the table undid it: sent again, it was applied again.
     """
 
     version: int | None
@@ -70,6 +71,7 @@ class WriteResult:
     replay_check: str | None = None
     attempts: int = 1  # commit attempts this write took (more than one when concurrent writers won races)
     late: bool = False
+    reapplied: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,12 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
             snapshot = _open(request)
             target = engine.target_columns(request, snapshot)
             state = _app_state(request, snapshot)
-            late = False
-            if request.batch_id is not None and state.marker is not None and request.batch_id <= state.marker:
+            late = reapplied = False
+            verdict = None if request.batch_id is None else state.record.verdict(request.batch_id)
+            if verdict == ledger.UNDONE:
+                reapplied = True  # committed once, undone by a RESTORE: applied again
+            elif verdict in (ledger.COMMITTED, ledger.UNKNOWN) or (
+                    verdict == ledger.NEVER and state.marker is not None and request.batch_id <= state.marker):
                 result = _behind_marker(engine, request, settings, snapshot, target, state, prepared)
                 if result is not None:
                     return replace(result, attempts=attempt + 1)
@@ -126,7 +132,7 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
                 faults.point("prepared")
             attempt_fn = _attempt_history if request.history is not None else _attempt
             result = attempt_fn(engine, request, settings, snapshot, target, new_columns, prepared, state, late)
-            return replace(result, attempts=attempt + 1)
+            return replace(result, attempts=attempt + 1, reapplied=reapplied)
         except RetryableConflict as err:
             if attempt == settings.max_retries:
                 raise ConcurrentWriteError(
@@ -152,7 +158,7 @@ def _open(request: WriteRequest) -> Any:
 
 def _app_state(request: WriteRequest, snapshot: markers.Snapshot) -> ledger.AppState:
     if request.batch_id is None or not snapshot.exists:
-        return ledger.AppState(None, None, ledger.Record())
+        return ledger.EMPTY
     return ledger.app_state(snapshot, request.app_id)
 
 
@@ -162,7 +168,7 @@ def _behind_marker(
 ) -> WriteResult | None:
     """A batch id at or below the app's marker: a replay (skipped after its content is checked), or a batch
     never committed (refused, or None: apply it late). Never a silent skip."""
-    assert request.batch_id is not None and state.marker is not None
+    assert request.batch_id is not None
     verdict = state.record.verdict(request.batch_id)
     if verdict == ledger.COMMITTED:
         committed = markers.committed_fingerprint(snapshot, request.app_id, request.batch_id)
@@ -179,12 +185,13 @@ def _behind_marker(
 
 
 def _behind_error(request: WriteRequest, state: ledger.AppState, reason: str) -> BatchIdBehindMarkerError:
-    b, app, mark = request.batch_id, request.app_id, state.marker
+    b, app = request.batch_id, request.app_id
+    mark = "unknown" if state.marker is None else state.marker
     what = {
         ledger.NEVER: f"was never committed to {request.target} (committed ids: {state.record.describe()})",
         ledger.UNKNOWN: (
             f"may never have been committed to {request.target}: the log no longer holds the commits that "
-            f"could tell (Delta's log cleanup; ids below {state.record.floor} are not known)"
+            f"could tell ({_unknown_why(state.record)})"
         ),
         "gone": (
             f"was committed to {request.target}, but the log no longer holds that commit (Delta's log "
@@ -200,6 +207,13 @@ def _behind_error(request: WriteRequest, state: ledger.AppState, reason: str) ->
     )
 
 
+def _unknown_why(record: ledger.Record) -> str:
+    if record.unknown is not None:
+        known = "no id is known" if record.floor == ledger.ALL else f"ids below {record.floor} are not known"
+        return f"{record.unknown}; {known}"
+    return f"Delta's log cleanup; ids below {record.floor} are not known"
+
+
 def _attempt(
     engine: Engine, request: WriteRequest, settings: Settings, snapshot: markers.Snapshot,
     target: list[B.Column] | None, new_columns: list[B.Column], prepared: PreparedBatch,
@@ -207,13 +221,14 @@ def _attempt(
 ) -> WriteResult:
     batch, stale, store, seen, seen_version = prepared, 0, None, None, None
     if request.tracks_deletes:
-        store = _store(request)
+        store = _store(request, snapshot)
         before = store.version_before_read()
         seen = _matching(store, engine, request, prepared)
         batch, stale = engine.apply_tombstones(request, prepared, seen)
         deletes = _not_remembered(engine.deletes(request, batch), seen, store.key_columns)
         if deletes.num_rows:
-            store.record(deletes, request.batch_id, settings.retention_us)
+            store.record(deletes, request.batch_id, settings.retention_us, request.app_id,
+                         -1 if snapshot.version is None else snapshot.version)
             faults.point("tombstones-recorded")
         # the version the repair check compares with after the commit: it must not take in a delete another
         # writer recorded after ``seen`` was read (the check would then miss it)
@@ -284,7 +299,8 @@ def _attempt_history(
     batch_columns = [c for c in events.column_names if c != DELETE_FLAG]
     table_columns = [c.name for c in target or () if c.name not in history.HISTORY_COLUMNS]
     columns = [*table_columns, *(c for c in batch_columns if c not in table_columns)]
-    log_ = history.EventLog(request.target, keys, sequence, request.storage_options)
+    in_effect = ledger.InEffect(snapshot) if snapshot.exists else None
+    log_ = history.EventLog(request.target, keys, sequence, request.storage_options, snapshot, in_effect)
     past = log_.events_for(events.select(list(keys)), snapshot)
 
     def filled(table: pa.Table) -> pa.Table:  # a column the batch or older events lack: null in those events
@@ -315,7 +331,7 @@ def _attempt_history(
         stored = new.select([*keys, *history.HISTORY_COLUMNS]).slice(0, 0)
     source = history.source_rows(new, known, stored, keys)
     token = history.new_token()
-    log_.record(events, token, snapshot.version)
+    log_.record(events, token, snapshot.version, request.app_id, request.batch_id)
     faults.point("events-recorded")
     hrequest = replace(request, keys=(*keys, history.START), sequence=None)
     plan = MergePlan(
@@ -358,12 +374,20 @@ def _commit(
     marker, extra, record = None, {}, None
     if request.batch_id is not None:
         record = state.record.add(request.batch_id)
-        extra = record.encode()
-        if late:
+        extra = {**record.encode(), "read_version": -1 if snapshot.version is None else snapshot.version,
+                 "table_id": snapshot.table_id}
+        if late or not state.normal_chain(request.batch_id):
+            # below Delta's marker of the app (late, applied again after a RESTORE, or sent to a table that
+            # was replaced): delta-spark would skip it on the normal chain
             marker = Marker(ledger.late_app(request.app_id), state.next_late)
             extra["late"] = state.next_late
+            extra["late_batch"] = late
         else:
             marker = Marker(request.app_id, request.batch_id)
+        if state.record.verdict(request.batch_id) == ledger.UNDONE:
+            extra["reapplied"] = True
+        if state.txn is None and state.late_counter is None and request.catalog is None:
+            ledger.note_app(snapshot, request.target, request.storage_options, request.app_id)
     meta = markers.encode_metadata(
         request.app_id, request.batch_id, prepared.fingerprint, engine.name, **metadata, **extra,
     )
@@ -374,10 +398,7 @@ def _commit(
     if marker is not None:
         markers.note_commit(snapshot, outcome.version, {marker.app_id: marker.version})
     if record is not None:
-        if late:
-            ledger.remember(snapshot.uri, request.app_id, state.marker, state.next_late, record)
-        else:
-            ledger.remember(snapshot.uri, request.app_id, request.batch_id, state.late_counter, record)
+        ledger.remember_commit(snapshot, request.app_id, outcome.version, record)
     return outcome
 
 
@@ -410,13 +431,15 @@ def _not_remembered(deletes: pa.Table, seen: pa.Table | None, kc: list[str]) -> 
     return deletes.filter(pa.array(~drop))
 
 
-def _store(request: WriteRequest) -> TombstoneStore:
+def _store(request: WriteRequest, snapshot: Any) -> TombstoneStore:
+    """The tombstones of the request's key set, as they act on the table at ``snapshot``."""
     assert request.sequence is not None
     if request.catalog is not None:  # Spark-only mode: the companion table (catalog_table.py)
         from upsertsink.catalog_table import NamedTombstoneStore
 
-        return NamedTombstoneStore(request.catalog, request.keys, request.sequence)
-    return TombstoneStore(request.target, request.keys, request.sequence, request.storage_options)
+        return NamedTombstoneStore(request.catalog, request.keys, request.sequence, snapshot, ledger.InEffect(snapshot))
+    in_effect = ledger.InEffect(snapshot) if snapshot.exists else None
+    return TombstoneStore(request.target, request.keys, request.sequence, request.storage_options, snapshot, in_effect)
 
 
 def _matching(store: TombstoneStore, engine: Engine, request: WriteRequest, prepared: PreparedBatch) -> pa.Table:
@@ -438,6 +461,8 @@ def _replay(
         assert committed.fingerprint is not None
         ours = prepared.fingerprint if prepared is not None else engine.fingerprint(request, target, casts)
         same = ours.matches(committed.fingerprint)
+        if same is False and committed.version is not None:
+            same = _matches_before_rename(engine, request, snapshot, target, casts, committed)
         if same is False:
             # Below the marker, a batch that is not the one committed under its id is also a batch id behind
             # the marker: a stream restarted with a new checkpoint or a reused app id looks exactly like this.
@@ -457,7 +482,7 @@ def _replay(
             request.batch_id, request.app_id, check, committed.state,
         )
     if request.tracks_deletes:
-        store = _store(request)
+        store = _store(request, snapshot)
         recorded = committed.tombstones_version if committed.state == "found" else -1
         if store.version() not in (None, recorded):
             batch = prepared if prepared is not None else engine.prepare(request, target, casts)
@@ -467,6 +492,32 @@ def _replay(
         version=snapshot.version, skipped=True, inserted=0, updated=0, deleted=0, batch_id=request.batch_id,
         app_id=request.app_id, engine=engine.name, replay_check=check,
     )
+
+
+def _matches_before_rename(
+    engine: Engine, request: WriteRequest, snapshot: Any, target: list[B.Column] | None, casts: list[str],
+    committed: markers.Committed,
+) -> bool:
+    """Does the batch match its commit once the columns renamed since (column mapping) take the names they had
+    then? A rename keeps the column; the commit's fingerprint was taken under the old names."""
+    names_at = getattr(snapshot, "names_at", None)
+    names = names_at(committed.version) if names_at is not None else {}
+    given = {c.name for c in engine.columns()}
+    names = {now: then for now, then in names.items() if now in given}
+    if not names:
+        return False
+    other = engine.renamed(names)
+    try:
+        then_request = replace(
+            request, keys=tuple(names.get(k, k) for k in request.keys), delete_when=None,
+            sequence=None if request.sequence is None else names.get(request.sequence, request.sequence),
+        )
+        then_target = None if target is None else [replace(c, name=names.get(c.name, c.name)) for c in target]
+        ours = other.fingerprint(then_request, then_target, [names.get(c, c) for c in casts])
+    finally:
+        other.close()
+    assert committed.fingerprint is not None
+    return ours.matches(committed.fingerprint) is True
 
 
 # ---------------------------------------------------------------- repair (tombstones rule 4)

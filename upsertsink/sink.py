@@ -225,14 +225,18 @@ class UpsertSink:
             from upsertsink.catalog_table import named_errors
 
             with named_errors(self.table_name, "reading the last batch id of"):
-                return self._named.snapshot().last_batch(self.app_id)
+                from upsertsink import ledger
+
+                return ledger.app_state(self._named.snapshot(), self.app_id).marker
         assert self.target is not None
         return markers.last_batch_id(self.target, self.app_id, deltalake_options(self.target, self.storage_options))
 
-    def maintain(self) -> Any:
+    def maintain(self, adopt_clone: bool = False) -> Any:
         """Compact and clean the sink's own bookkeeping in the table (tombstones of every key set) and write a
         checkpoint when one is due; returns a ``MaintenanceReport``. Writers do this as they go; see
-        docs/user-guide.md, "Running a stream for months"."""
+        docs/user-guide.md, "Running a stream for months". ``adopt_clone``: the table is a clone whose source
+        cannot be read any more; write it from now on without the source's history ("Operating on a sink's
+        table")."""
         from upsertsink.maintenance import maintain
 
         if self.table_name is not None and not self._locate(None, None):
@@ -240,7 +244,7 @@ class UpsertSink:
         if self.spark_only:
             return self._maintain_named()
         assert self.target is not None
-        return maintain(self.target, deltalake_options(self.target, self.storage_options))
+        return maintain(self.target, deltalake_options(self.target, self.storage_options), adopt_clone=adopt_clone)
 
     def foreach_batch(self, df: Any, epoch_id: int) -> None:
         """For ``df.writeStream.foreachBatch(sink.foreach_batch)``: the epoch id is the batch id."""

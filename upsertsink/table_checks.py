@@ -72,6 +72,24 @@ def unsupported_feature(err: BaseException, target: str) -> UnsupportedTableFeat
     return feature_error(target, [f.strip() for f in found.group(1).split(",") if f.strip()])
 
 
+_OUTSIDE_ROOT = re.compile(r"'([^']+)' is outside table root")
+
+
+def foreign_files(err: BaseException, target: str) -> TableNotWritableError | None:
+    """delta-rs's refusal to rewrite a data file outside the table's folder (a SHALLOW CLONE's files are its
+    source's, by absolute path), else None."""
+    found = _OUTSIDE_ROOT.search(str(err))
+    if found is None:
+        return None
+    return TableNotWritableError(
+        f"table {target} is a shallow clone (or otherwise holds data files outside its folder, such as "
+        f"{found.group(1)}), and the embedded engine (deltalake 1.6) cannot rewrite such files. Write it with "
+        "the Spark engine (a Spark DataFrame, or `upsertsink write --engine spark`), which can; once every "
+        "file of the source has been rewritten into the clone's folder the embedded engine can write it too. "
+        "Nothing was written; retrying with this engine cannot help."
+    )
+
+
 def constraints(snapshot: Any) -> dict[str, str]:
     """The table's CHECK constraints: name -> SQL expression."""
     if not snapshot.exists:

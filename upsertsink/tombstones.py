@@ -65,6 +65,13 @@ SEQUENCE = "sequence"
 DELETED_AT = "deleted_at_us"
 EXPIRES_AT = "expires_at_us"
 BATCH = "batch_id"
+# Which write recorded a tombstone (files of earlier versions lack them: such tombstones always act): the app
+# id, the table's identity (Delta's metaData.id; null for a write that created the table) and the version the
+# write read. A tombstone stops acting when its table is not this one, or when a RESTORE undid its batch.
+APP = "app"
+TABLE = "table_id"
+READ = "read_version"
+PROVENANCE = (APP, TABLE, READ)
 _HASH = "__hash"
 
 # A scope with this many files is compacted by the next writer that records into it (the environment variable
@@ -79,9 +86,33 @@ def key_column(i: int) -> str:
 
 
 def scope_id(keys: tuple[str, ...], sequence: str) -> str:
-    """The folder name of a key set's tombstones: the key columns (as a set) and the sequence column."""
+    """The folder name of a key set's tombstones: the key columns (as a set) and the sequence column, by name;
+    in a column-mapped table, by their physical names (stable under ``RENAME COLUMN``; a table that turned
+    column mapping on keeps its columns' names of that moment as their physical names, so its scopes stay)."""
     text = json.dumps({"keys": sorted(keys), "sequence": sequence}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def physical_names(snapshot: Any, names: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The physical names of ``names`` in a column-mapped table (Delta's ``columnMapping.physicalName``);
+    None when the table maps no columns (or is known by name only, or is not there yet)."""
+    table = getattr(snapshot, "table", None)
+    if table is None or getattr(snapshot, "spark_only", False):
+        return None
+    try:
+        if table.metadata().configuration.get("delta.columnMapping.mode", "none") == "none":
+            return None
+        fields = {f.name: f for f in table.schema().fields}
+    except Exception:  # noqa: BLE001 - a schema deltalake cannot read: logical names
+        return None
+    out = []
+    for name in names:
+        field_ = fields.get(name)
+        physical = (field_.metadata or {}).get("delta.columnMapping.physicalName") if field_ is not None else None
+        if not physical:
+            return None
+        out.append(str(physical))
+    return tuple(out)
 
 
 def _now_us() -> int:
@@ -155,6 +186,17 @@ class _Folder:
             for i in infos if i.type == pafs.FileType.File
         }
 
+    def read_bytes(self, name: str) -> bytes | None:
+        """The whole file; None when it does not exist."""
+        try:
+            if self.local is not None:
+                with open(os.path.join(self.local, name), "rb") as f:
+                    return f.read()
+            with self._remote().open_input_stream(f"{self.relative}/{name}") as f:
+                return f.read()
+        except (FileNotFoundError, OSError):
+            return None
+
     def read(self, name: str) -> pa.Table | None:
         """The file's rows; None for an empty file, which is never a tombstone file: a file is written whole
         (a local rename, one PUT), so an empty one is the trace of a write that failed, and the writer that
@@ -176,7 +218,10 @@ class _Folder:
             k.encode(): v.encode() for k, v in metadata.items()}})
         buf = io.BytesIO()
         pq.write_table(table, buf)
-        data = buf.getvalue()
+        self.write_bytes(name, buf.getvalue())
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        """Write ``name`` whole (a local file is renamed into place; an object-store PUT appears whole)."""
         if self.local is not None:
             os.makedirs(self.local, exist_ok=True)
             temp = os.path.join(self.local, f".tmp-{uuid.uuid4().hex}")
@@ -243,13 +288,14 @@ class _Index:
         return np.array([i for h in key_hashes.tolist() for i in found.get(h, ())], dtype=np.int64)
 
 
-_INDEXES: dict[str, _Index] = {}
+_INDEXES: dict[tuple[str, str], _Index] = {}
 _INDEXES_LOCK = threading.Lock()
 
 
-def _index(uri: str) -> _Index:
+def _index(uri: str, table_id: str) -> _Index:
+    """The index of one scope folder for one table identity."""
     with _INDEXES_LOCK:
-        return _INDEXES.setdefault(uri, _Index())
+        return _INDEXES.setdefault((uri, table_id), _Index())
 
 
 def forget_indexes() -> None:
@@ -270,39 +316,86 @@ def _data_files(listing: Any) -> list[str]:
 
 
 class TombstoneStore:
-    """The tombstones of one target for one sink's key and sequence columns."""
+    """The tombstones of one target for one sink's key and sequence columns.
 
-    def __init__(self, target: str, keys: tuple[str, ...], sequence: str, storage_options: dict[str, str] | None):
+    ``snapshot`` (the attempt's view of the table) gives the table's identity and, for a column-mapped table,
+    the physical names the scope is filed under; ``in_effect`` (``ledger.InEffect``) says which recorded
+    tombstones act on the table as it is now (rows of another table at this place, or of a batch a RESTORE
+    undid, do not). Without them (maintenance) every tombstone counts.
+    """
+
+    def __init__(
+        self, target: str, keys: tuple[str, ...], sequence: str, storage_options: dict[str, str] | None,
+        snapshot: Any = None, in_effect: Any = None,
+    ):
         self.target = target
         self.keys = tuple(keys)
         self.sequence = sequence
         self.storage_options = storage_options
+        self.table_id = None if snapshot is None else snapshot.table_id
+        self.in_effect = in_effect
         self.key_columns = [key_column(i) for i in range(len(keys))]
-        self.scope = scope_id(self.keys, sequence)
-        self.folder = _Folder(target, f"{TOMBSTONE_ROOT}/{self.scope}", storage_options)
+        physical = None if snapshot is None else physical_names(snapshot, (*self.keys, sequence))
+        logical = _Scope(target, self.keys, sequence, storage_options)
+        if physical is None or physical == (*self.keys, sequence):
+            self.scopes = [logical]
+        else:  # filed by physical names; the scope by names (an earlier version's) is still read
+            self.scopes = [_Scope(target, physical[:-1], physical[-1], storage_options), logical]
+        primary = self.scopes[0]
+        self.scope = primary.id
+        self.folder = primary.folder
         self.path = self.folder.uri
-        # canonical order: key columns sorted by name; self._order[i] is the canonical position of keys[i]
-        ordered = sorted(self.keys)
-        self._order = [ordered.index(k) for k in self.keys]
+        self._order = primary.order
         self._listing: list[str] | None = None
         self._seen_names: set[str] | None = None  # the data files the write's tombstone read came from
         self._recorded_name: str | None = None  # the file this write recorded its deletes in
+        # a store without a table identity (a write creating the table, maintenance) keeps its index to
+        # itself: a folder re-used by a new table never sees the old one's rows
+        self._own: dict[str, _Index] = {}
+
+    def _index(self, uri: str) -> _Index:
+        if self.table_id is None:
+            return self._own.setdefault(uri, _Index())
+        return _index(uri, self.table_id)
+
+    @classmethod
+    def for_scope(
+        cls, target: str, scope: str, keys: tuple[str, ...], sequence: str, storage_options: dict[str, str] | None,
+    ) -> TombstoneStore:
+        """The store of one scope folder as it is filed (maintenance: compaction works on canonical rows and
+        needs no names)."""
+        store = cls(target, keys, sequence, storage_options)
+        folder = _Scope.__new__(_Scope)
+        folder.id, folder.folder, folder.order = scope, _Folder(target, f"{TOMBSTONE_ROOT}/{scope}", storage_options), \
+            list(range(len(keys)))
+        store.scopes = [folder]
+        store.scope, store.folder, store.path, store._order = scope, folder.folder, folder.folder.uri, folder.order
+        return store
 
     # ------------------------------------------------------------ reading
 
     def refresh(self) -> list[str]:
-        """List the scope's files and read those this process has not seen yet; returns the listing."""
-        index = _index(self.path)
+        """List the scopes' files and read those this process has not seen yet; returns the primary listing
+        (the other scopes' files as ``<scope>/<name>``)."""
+        out: list[str] = []
+        for i, scope in enumerate(self.scopes):
+            listing = self._refresh_scope(scope)
+            out.extend(listing if i == 0 else (f"{scope.id}/{n}" for n in listing))
+        self._listing = out
+        return out
+
+    def _refresh_scope(self, scope: _Scope) -> list[str]:
+        index = self._index(scope.folder.uri)
         for attempt in range(5):
-            listing = self.folder.names()
-            if not listing:
+            listing = scope.folder.names()
+            if not listing and scope is self.scopes[0]:
                 self._migrate_legacy()
-                listing = self.folder.names()
+                listing = scope.folder.names()
             names = _data_files(listing)
             with index.lock:
                 new = [n for n in names if n not in index.files]
                 try:
-                    parts = [self._canonical_read(n) for n in new]
+                    parts = [self._canonical_read(scope, n) for n in new]
                 except FileNotFoundError:
                     if attempt == 4:
                         raise
@@ -312,20 +405,20 @@ class TombstoneStore:
                         index.add(part)
                 index.files = set(names)
                 self._prune(index)
-            self._listing = listing
             return listing
         raise AssertionError("unreachable")
 
-    def _canonical_read(self, name: str) -> pa.Table | None:
-        table = self.folder.read(name)
+    def _canonical_read(self, scope: _Scope, name: str) -> pa.Table | None:
+        table = scope.folder.read(name)
         if table is None:
-            log.warning("ignoring the empty tombstone file %s/%s (the trace of a failed write)", self.folder.uri, name)
+            log.warning("ignoring the empty tombstone file %s/%s (the trace of a failed write)", scope.folder.uri, name)
             return None
-        cols = [*self.key_columns, SEQUENCE, DELETED_AT, EXPIRES_AT, BATCH]
-        for c in (EXPIRES_AT, BATCH):
-            if c not in table.column_names:
-                table = table.append_column(c, pa.nulls(table.num_rows, pa.int64()))
-        table = table.select(cols).replace_schema_metadata(None)
+        table = _with_columns(table)
+        if scope.order != self._order:  # another scope's canonical key order: as this store's
+            table = table.rename_columns([
+                key_column(self._order[scope.order.index(int(c[1:]))]) if c in self.key_columns else c
+                for c in table.column_names])
+        table = table.select([*self.key_columns, *_COLUMNS]).replace_schema_metadata(None)
         hashes = fp.combine([fp.column_hash(table[c]) for c in self.key_columns], table.num_rows)
         return table.append_column(_HASH, pa.array(hashes, pa.uint64()))
 
@@ -334,12 +427,12 @@ class TombstoneStore:
         table = index.table
         if table is None or table.num_rows < max(1024, 2 * index.rows_at_prune):
             return
-        index.table = _newest_per_key(_live(table, _now_us()), self.key_columns)
+        index.table = _newest_per_key(_live(table, _now_us()), self.key_columns, keep_all_columns=True, by_write=True)
         index.rows_at_prune = index.table.num_rows
         index.by_hash = None
 
     def version(self) -> str | None:
-        """An identity of the scope's current files (None when it has none): it changes when any writer
+        """An identity of the scopes' current files (None when they have none): it changes when any writer
         records or compacts; equal identities mean the same tombstones."""
         return _identity(_data_files(self.refresh()))
 
@@ -361,15 +454,32 @@ class TombstoneStore:
         mine = {self._recorded_name} if recorded and self._recorded_name else set()
         return _identity(sorted(now)) if now == seen | mine else _identity(sorted(seen))
 
+    def _rows(self) -> pa.Table | None:
+        """Every row the scopes' indexes hold (this store's canonical columns)."""
+        parts = []
+        for scope in self.scopes:
+            table = self._index(scope.folder.uri).table
+            if table is not None and table.num_rows:
+                parts.append(table)
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="permissive")
+
+    def _acting(self, rows: pa.Table) -> pa.Table:
+        """The live rows that act on the table as it is now, newest per key."""
+        rows = _live(rows, _now_us())
+        if self.in_effect is not None and rows.num_rows:
+            rows = rows.filter(pa.array(self.in_effect.mask(rows)))
+        return _newest_per_key(rows, self.key_columns)
+
     def read(self, ranges: dict[str, tuple[object, object]] | None = None) -> pa.Table:
         """Every live tombstone (``k0..kN`` in this sink's key order, ``sequence``), newest per key, whose keys
         fall in ``ranges`` (key -> (min, max))."""
         self._seen_names = set(_data_files(self.refresh()))
-        table = _index(self.path).table
+        table = self._rows()
         if table is None or table.num_rows == 0:
             return self._empty()
-        table = _newest_per_key(_live(table, _now_us()), self.key_columns)
-        out = self._to_sink_order(table)
+        out = self._to_sink_order(self._acting(table))
         for i, key in enumerate(self.keys):
             if ranges and key in ranges and ranges[key][0] is not None:
                 low, high = ranges[key]
@@ -395,16 +505,19 @@ class TombstoneStore:
             tombs = self.read(ranges)
         else:
             self._seen_names = set(_data_files(self.refresh()))
-            index = _index(self.path)
-            with index.lock:
-                if index.table is None or index.table.num_rows == 0 or len(key_hashes) == 0:
-                    return self._empty()
-                rows = index.rows_for(key_hashes)
-                if len(rows) == 0:
-                    return self._empty()  # this batch meets no remembered delete
-                hits = index.table.take(pa.array(rows))
-            chosen = _newest_per_key(_live(hits, _now_us()), self.key_columns)
-            tombs = self._to_sink_order(chosen)
+            hits = []
+            for scope in self.scopes:
+                index = self._index(scope.folder.uri)
+                with index.lock:
+                    if index.table is None or index.table.num_rows == 0 or len(key_hashes) == 0:
+                        continue
+                    rows = index.rows_for(key_hashes)
+                    if len(rows):
+                        hits.append(index.table.take(pa.array(rows)))
+            if not hits:
+                return self._empty()  # this batch meets no remembered delete
+            found = hits[0] if len(hits) == 1 else pa.concat_tables(hits, promote_options="permissive")
+            tombs = self._to_sink_order(self._acting(found))
         if sample is not None and tombs.num_rows:
             tombs = self._cast_keys(tombs, sample)
         return tombs
@@ -432,9 +545,13 @@ class TombstoneStore:
 
     # ------------------------------------------------------------ writing
 
-    def record(self, rows: pa.Table, batch_id: int | None, retention_us: int | None) -> None:
+    def record(
+        self, rows: pa.Table, batch_id: int | None, retention_us: int | None, app_id: str | None = None,
+        read_version: int | None = None,
+    ) -> None:
         """Remember deletes: ``rows`` has ``k0..kN`` (this sink's key order) and ``sequence``. One new file;
-        the newest tombstone of a key wins when they are read."""
+        the newest tombstone of a key wins when they are read. ``app_id`` and ``read_version`` say which write
+        recorded them (with the store's table identity)."""
         if rows.num_rows == 0:
             return
         now = _now_us()
@@ -445,19 +562,31 @@ class TombstoneStore:
         table = pa.table(
             [*canonical, rows[SEQUENCE], pa.array([now] * n, pa.int64()),
              pa.array([None if retention_us is None else now + retention_us] * n, pa.int64()),
-             pa.array([batch_id] * n, pa.int64())],
-            names=[*self.key_columns, SEQUENCE, DELETED_AT, EXPIRES_AT, BATCH],
+             pa.array([batch_id] * n, pa.int64()), pa.array([app_id] * n, pa.string()),
+             pa.array([self.table_id] * n, pa.string()), pa.array([read_version] * n, pa.int64())],
+            names=[*self.key_columns, *_COLUMNS],
         )
         name = f"t-{now:020d}-{uuid.uuid4().hex[:12]}.parquet"
         self.folder.write(name, table, self._file_metadata())
         self._recorded_name = name
         # into the index as written (not read back); then the files other writers added meanwhile
-        index = _index(self.path)
+        index = self._index(self.path)
         hashes = fp.combine([fp.column_hash(table[c]) for c in self.key_columns], n)
         with index.lock:
             index.add(table.append_column(_HASH, pa.array(hashes, pa.uint64())))
             index.files.add(name)
         self.refresh()
+
+    def copy_in(self, rows: pa.Table, name: str) -> None:
+        """Write canonical rows (``k0..kN`` in canonical order, the other columns as stored) as file ``name``:
+        tombstones a clone takes over from its source."""
+        self.folder.write(name, _with_columns(rows).select([*self.key_columns, *_COLUMNS]), self._file_metadata())
+
+    def all_rows(self) -> pa.Table | None:
+        """Every stored row of this store's scopes, canonical, with provenance (read fresh from the files)."""
+        self.refresh()
+        rows = self._rows()
+        return None if rows is None else rows.drop_columns([_HASH])
 
     def _file_metadata(self) -> dict[str, str]:
         return {"upsertsink.tombstones": json.dumps({"keys": sorted(self.keys), "sequence": self.sequence})}
@@ -467,8 +596,8 @@ class TombstoneStore:
         return len(_data_files(listing)) >= COMPACT_AT_FILES
 
     def compact(self) -> dict[str, int]:
-        """Rewrite the scope's files as one: the newest live tombstone per key. The new file is written before
-        the files it replaces are deleted, and only files it read are deleted (crash- and race-safe)."""
+        """Rewrite the scope's files as one: the newest live tombstone per key and write. The new file is written
+        before the files it replaces are deleted, and only files it read are deleted (crash- and race-safe)."""
         listing = self.folder.list()
         names = _data_files(listing)
         temps = [n for n, mtime in listing.items() if n.startswith(".tmp-") and time.time() - mtime > TEMP_GRACE_S]
@@ -477,11 +606,12 @@ class TombstoneStore:
         for name in temps:
             self.folder.delete(name)
             report["temp_files_removed"] += 1
+        primary = self.scopes[0]
         if len(names) <= 1:
-            only = self._canonical_read(names[0]) if names else None
+            only = self._canonical_read(primary, names[0]) if names else None
             report["tombstones"] = 0 if only is None else only.num_rows
             return report
-        index = _index(self.path)
+        index = self._index(self.path)
         with index.lock:
             # Every file listed is already in this process's index: its tombstones (and perhaps some of files
             # compacted away before, which those files' successors hold too) are all in memory.
@@ -492,7 +622,7 @@ class TombstoneStore:
             parts = []
             for name in names:
                 try:
-                    part = self._canonical_read(name)
+                    part = self._canonical_read(primary, name)
                 except FileNotFoundError:  # another compaction is at work: leave it to that one
                     log.info("tombstone compaction of %s skipped: a concurrent compaction removed %s", self.path, name)
                     return report
@@ -505,7 +635,9 @@ class TombstoneStore:
                 return report
             table = pa.concat_tables(parts, promote_options="permissive")
         live = _live(table, _now_us())
-        newest = _newest_per_key(live, self.key_columns, keep_all_columns=True)
+        # newest per key *and write*: which writes act can change (a RESTORE undoes one), so a tombstone is
+        # never dropped for a newer one of another write
+        newest = _newest_per_key(live, self.key_columns, keep_all_columns=True, by_write=True)
         report["expired"] = table.num_rows - live.num_rows
         report["tombstones"] = newest.num_rows
         name = f"c-{_now_us():020d}-{uuid.uuid4().hex[:12]}.parquet"
@@ -555,6 +687,30 @@ class TombstoneStore:
         log.info("copied %d tombstone(s) of upsertsink 0.1 into %s", table.num_rows, self.path)
 
 
+# every column of a stored tombstone after its key columns
+_COLUMNS = (SEQUENCE, DELETED_AT, EXPIRES_AT, BATCH, *PROVENANCE)
+_TYPES = {EXPIRES_AT: pa.int64(), BATCH: pa.int64(), APP: pa.string(), TABLE: pa.string(), READ: pa.int64()}
+
+
+def _with_columns(table: pa.Table) -> pa.Table:
+    """A stored file's rows with every column of this version (a file of an earlier one lacks some)."""
+    for c, kind in _TYPES.items():
+        if c not in table.column_names:
+            table = table.append_column(c, pa.nulls(table.num_rows, kind))
+    return table
+
+
+class _Scope:
+    """One folder of tombstones: the key set it is filed under, and its canonical key order (``order[i]``:
+    the canonical position of the store's i-th key)."""
+
+    def __init__(self, target: str, keys: tuple[str, ...], sequence: str, storage_options: dict[str, str] | None):
+        self.id = scope_id(tuple(keys), sequence)
+        self.folder = _Folder(target, f"{TOMBSTONE_ROOT}/{self.id}", storage_options)
+        ordered = sorted(keys)
+        self.order = [ordered.index(k) for k in keys]
+
+
 def _live(table: pa.Table, now_us: int) -> pa.Table:
     expires = table[EXPIRES_AT]
     if expires.null_count == len(expires):
@@ -562,11 +718,18 @@ def _live(table: pa.Table, now_us: int) -> pa.Table:
     return table.filter(pc.fill_null(pc.greater(expires, now_us), True))
 
 
-def _newest_per_key(table: pa.Table, key_columns: list[str], keep_all_columns: bool = False) -> pa.Table:
-    """One row per key: the highest sequence (its longest expiry when equal)."""
+def _newest_per_key(
+    table: pa.Table, key_columns: list[str], keep_all_columns: bool = False, by_write: bool = False,
+) -> pa.Table:
+    """One row per key (with ``by_write``, per key and recording write: app, batch, table): the highest
+    sequence (its longest expiry when equal, then the latest read version)."""
     if table.num_rows <= 1:
         return table
+    group = [*key_columns, *((APP, BATCH, TABLE) if by_write else ())]
+    key_columns = group
     order = [(c, "ascending") for c in key_columns] + [(SEQUENCE, "descending")]
+    if by_write and READ in table.column_names:
+        order.append((READ, "descending"))
     if EXPIRES_AT in table.column_names:
         table = table.set_column(
             table.schema.get_field_index(EXPIRES_AT), EXPIRES_AT,

@@ -155,3 +155,7 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Release what the write held (the Spark engine's scratch files); called once the write is over."""
+
+    def renamed(self, names: dict[str, str]) -> Engine:
+        """An engine for the same batch with columns renamed (``names``: old -> new), for checking a replay
+        against a commit made before a column-mapping rename; closed by the caller."""

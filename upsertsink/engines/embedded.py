@@ -172,7 +172,8 @@ class EmbeddedEngine:
     @staticmethod
     def _permanent(request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, err: BaseException) -> Exception | None:
         """A refusal that no retry can change (a table feature, rows breaking a constraint), else None."""
-        feature = table_checks.unsupported_feature(err, request.target)
+        feature = table_checks.unsupported_feature(err, request.target) or table_checks.foreign_files(
+            err, request.target)
         if feature is not None:
             return feature
         text = str(err)
@@ -277,6 +278,11 @@ class EmbeddedEngine:
 
     def close(self) -> None:
         """Nothing to release: the batch is the caller's Arrow table."""
+
+    def renamed(self, names: dict[str, str]) -> EmbeddedEngine:
+        """The same batch with columns renamed (``names``: old -> new)."""
+        return EmbeddedEngine(self.table.rename_columns([names.get(c, c) for c in self.table.column_names]),
+                              self.storage_options)
 
     def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
         from deltalake import CommitProperties

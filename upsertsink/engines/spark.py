@@ -189,6 +189,10 @@ class SparkEngine:
         """Remove the files this write left for its MERGE source."""
         self._scratch.close()
 
+    def renamed(self, names: dict[str, str]) -> SparkEngine:
+        """The same batch with columns renamed (``names``: old -> new)."""
+        return SparkEngine(self.df.withColumnsRenamed(names), self.storage_options)
+
     # -------------------------------------------------------------- schema and preparation
 
     def _batch(self) -> Any:
