@@ -13,7 +13,10 @@ import uuid
 import pytest
 from sink_helpers import Engine
 
-CONNECT_MODULES = {"test_history", "test_sink", "test_late_batches", "test_tombstones", "test_crash_safety", "test_first_steps"}
+CONNECT_MODULES = {
+    "test_history", "test_sink", "test_late_batches", "test_tombstones", "test_crash_safety", "test_first_steps",
+    "test_operators",
+}
 
 
 @pytest.fixture(scope="session")
