@@ -44,8 +44,8 @@ REJECTED = frozenset(
     current_user current_version date declare delete desc describe distinct drop else escape except
     execute exists explain fetch for from glob grant having if ilike in inner insert intersect interval
     into is join kill lateral like load localtime localtimestamp map merge minus not notnull now on
-    optimize or outer partitioned_by pivot pragma prepare qualify refresh regexp rename returning revoke
-    rlike rollback select serdeproperties session_user set show struct sysdate systimestamp tablesample
+    optimize or outer partitioned_by pivot pragma prepare qualify refresh regexp release rename returning revoke
+    rlike rollback savepoint select serdeproperties session_user set show struct sysdate systimestamp tablesample
     then timestamp timestamp_ltz timestamp_ntz truncate uncache union unpivot update use user using
     utc_date utc_time utc_timestamp vacuum values when where with xor
     """.split()  # noqa: SIM905 - a list of words reads better as words
