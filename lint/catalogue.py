@@ -1,5 +1,5 @@
 """The catalogue: every nondeterministic Python call and Spark/SQL function the linter knows, gathered from
-the rules that own them (each rule module declares its entries in a :class:`~upsertsink.lint.rules.base.
+the rules that own them (each rule module declares its entries in a :class:`~upsertsink.lint.rules.rule.
 Catalogue`), plus the shape of the Spark API that the shared data flow needs.
 
 Public and stable for the rest of upsertsink: :func:`nondeterministic_sql_functions` and
@@ -8,8 +8,8 @@ Public and stable for the rest of upsertsink: :func:`nondeterministic_sql_functi
 
 from __future__ import annotations
 
-from upsertsink.lint.api import PIPELINE_TRIGGER_WORDS
-from upsertsink.lint.rules import ALL_RULES
+from .base.spark_api import PIPELINE_TRIGGER_WORDS
+from .rules import ALL_RULES
 
 # The module prefixes under which pyspark exposes its column functions.
 SPARK_FUNCTION_MODULES = (
@@ -107,7 +107,7 @@ def nondeterministic_sql_calls(expression: str) -> list[str]:
     """The nondeterministic functions used in one Spark SQL expression (e.g. a ``delete_when`` predicate),
     in text order, lower case; bare keywords (``current_timestamp``) and ``unix_timestamp()`` without an
     argument included. SQL that does not parse gives ``[]``; parse it yourself first if that matters."""
-    from upsertsink.lint.sql import analyze_expression
+    from .values.sql import analyze_expression
 
     ok, _alias, part = analyze_expression(expression)
     if not ok:

@@ -13,7 +13,7 @@ import importlib
 import os
 import re
 
-from upsertsink.lint.rules.base import Invalid, Rule, Valid
+from .rule import Invalid, Rule, Valid
 
 _RULE_MODULE = re.compile(r"nd(\d{3})_\w+\.py")
 

@@ -18,11 +18,11 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint.rules.base import Catalogue
-from upsertsink.lint.structs import struct
+from ..base.structs import struct
+from .rule import Catalogue
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from .context import Context
 
 _BATCH_PARAM = re.compile(r"^(micro_?)?(batch|epoch)_?(id|no|num|number|idx|index)$", re.IGNORECASE)
 _TXN_CONFS = frozenset({"spark.databricks.delta.write.txnappid", "spark.databricks.delta.write.txnversion"})
@@ -64,7 +64,7 @@ def advice(bf: BatchFn) -> str:
 
 def sql_module() -> Any:
     """The shared SQL module (imported late: it imports the catalogue, which imports the rules)."""
-    from upsertsink.lint import sql
+    from ..values import sql
 
     return sql
 

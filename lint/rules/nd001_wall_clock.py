@@ -1,6 +1,6 @@
 """ND001: the wall clock."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from .rule import Catalogue, Invalid, Rule, Valid
 
 CATALOGUE = Catalogue(
     python_calls=frozenset(

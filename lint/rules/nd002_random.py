@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
+from .rule import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
 
 if TYPE_CHECKING:
-    from upsertsink.lint.model import SemanticModel
+    from ..model.semantic import SemanticModel
 
 
 _SEEDABLE = frozenset({"rand", "randn", "random"})

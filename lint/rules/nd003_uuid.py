@@ -1,6 +1,6 @@
 """ND003: random UUIDs."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from .rule import Catalogue, Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND003",

@@ -1,6 +1,6 @@
 """ND004: partition- and position-dependent ids."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from .rule import Catalogue, Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND004",

@@ -2,7 +2,7 @@
 
 Found by its catalogue entries (aggregates), which the shared flow evaluates: the rule has no hook."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from .rule import Catalogue, Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND005",

@@ -2,7 +2,7 @@
 
 Found by its catalogue entries (window functions), which the shared flow evaluates: the rule has no hook."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from .rule import Catalogue, Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND006",

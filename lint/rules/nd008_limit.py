@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint import chains
-from upsertsink.lint.api import PANDAS_FRAMES
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from ..base.spark_api import PANDAS_FRAMES
+from ..model import chains
+from .rule import Catalogue, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from .context import Context
 
 
 def _limit_hook(ctx: Context, call: ast.Call, scope: Any) -> None:

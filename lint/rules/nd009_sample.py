@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint import chains
-from upsertsink.lint.callsites import passed
-from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
+from ..model import chains
+from ..model.callsites import passed
+from .rule import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from .context import Context
 
 
 def _seeded_sample(ctx: Context, call: ast.Call, method: str) -> bool:

@@ -1,6 +1,6 @@
 """ND010: Python UDFs whose body uses a nondeterministic source."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from .rule import Catalogue, Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND010",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint.paths import table_name
-from upsertsink.lint.rules._writes_common import (
+from ..base.structs import struct
+from ..values.paths import table_name
+from ._writes_common import (
     BATCH_FUNCTION_HOOKS,
     TRIGGERS,
     BatchFn,
@@ -16,11 +17,10 @@ from upsertsink.lint.rules._writes_common import (
     const,
     txn_marked,
 )
-from upsertsink.lint.rules.base import FixSpec, Invalid, Valid, WriteRule
-from upsertsink.lint.structs import struct
+from .rule import FixSpec, Invalid, Valid, WriteRule
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from .context import Context
 
 
 _TXN_OPTIONS = frozenset({"txnappid", "txnversion"})

@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint import chains, sqlsimple
-from upsertsink.lint.rules._writes_common import TRIGGERS, const, sql_module
-from upsertsink.lint.rules.base import Invalid, Valid, WriteRule
+from ..model import chains
+from ..values import sqlsimple
+from ._writes_common import TRIGGERS, const, sql_module
+from .rule import Invalid, Valid, WriteRule
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from .context import Context
 
 
 _UPDATE_CLAUSES = {  # method -> (keyword of the map, its position, keyword of the condition, its position)
@@ -71,7 +72,7 @@ def _sql_accumulates(node: Any, column: str, names: frozenset[str]) -> str | Non
 
 def _text_accumulates(text: str, column: str, names: frozenset[str]) -> str | None:
     """:func:`_sql_accumulates` of a SQL text. A simple one (columns, literals and comparisons:
-    lint/sqlsimple.py) folds nothing into a column and is answered without sqlglot."""
+    lint/values/sqlsimple.py) folds nothing into a column and is answered without sqlglot."""
     if sqlsimple.parse(text) is not None:
         return None
     tree = sql_module().parse_expression(text)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint import chains
-from upsertsink.lint.rules._writes_common import (
+from ..model import chains
+from ._writes_common import (
     BATCH_FUNCTION_HOOKS,
     TRIGGERS,
     BatchFn,
@@ -16,10 +16,10 @@ from upsertsink.lint.rules._writes_common import (
     calls_by_scope,
     txn_marked,
 )
-from upsertsink.lint.rules.base import Invalid, Valid, WriteRule
+from .rule import Invalid, Valid, WriteRule
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from .context import Context
 
 
 def _is_delta_merge(ctx: Context, call: ast.Call, scope: Any) -> bool:

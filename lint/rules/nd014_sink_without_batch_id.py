@@ -6,18 +6,12 @@ import ast
 import re
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint.callsites import passed
-from upsertsink.lint.rules._writes_common import (
-    BATCH_FUNCTION_HOOKS,
-    TRIGGERS,
-    BatchFn,
-    batch_functions,
-    write_state,
-)
-from upsertsink.lint.rules.base import FixSpec, Invalid, Valid, WriteRule
+from ..model.callsites import passed
+from ._writes_common import BATCH_FUNCTION_HOOKS, TRIGGERS, BatchFn, batch_functions, write_state
+from .rule import FixSpec, Invalid, Valid, WriteRule
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from .context import Context
 
 
 _BATCH_WORD = re.compile(r"batch|epoch|chunk|micro", re.IGNORECASE)

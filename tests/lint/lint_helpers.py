@@ -9,8 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from upsertsink.lint.checker import CheckOptions, Finding, check_bytes
-from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
+from upsertsink.lint.check.checker import CheckOptions, Finding, check_bytes
+from upsertsink.lint.run.config import DEFAULT_KEY_PATTERNS
 
 
 def lint_code(

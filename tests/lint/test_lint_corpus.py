@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from upsertsink.lint.cli import lint_command
-from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
+from upsertsink.lint.command.cli import lint_command
+from upsertsink.lint.run.config import DEFAULT_KEY_PATTERNS
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"
 _EXPECT = re.compile(r"expect: (ND\d{3}) (error|warning) (key|sequence|column|write) (\S+)")

@@ -14,9 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lint_helpers import LAUNCH, launch, run_python
-
-from upsertsink.lint.cli import lint_command
-from upsertsink.lint.options import FORMAT_ENV, OPTIONS, quick_parse
+from upsertsink.lint.command.cli import lint_command
+from upsertsink.lint.command.options import FORMAT_ENV, OPTIONS, quick_parse
 
 JOB = "from pyspark.sql import functions as F\n\ndf2 = df.withColumn('id', F.rand())\n"
 CLEAN = "x = 1\n"
@@ -156,7 +155,7 @@ def _traced(cwd: Path, *args: str) -> tuple[int, str, set[str]]:
 def test_a_one_file_run_through_the_script_never_imports_click(project: Path) -> None:
     code, out, modules = _traced(project, "jobs/job.py", "--no-cache", "--format", "json")
     assert code == 0 and '"rule": "ND002"' in out
-    assert "upsertsink.lint.analysis" in modules  # the trace sees the run's imports
+    assert "upsertsink.lint.check.analysis" in modules  # the trace sees the run's imports
     assert not {"click", "inspect", "dataclasses"} & modules
     code, out, modules = _traced(project, "--help")
     assert code == 0 and "--output-format" in out and "click" in modules
@@ -185,7 +184,7 @@ def test_the_script_behaves_as_the_click_command(project: Path, args: list[str])
     quick_file = out_file.read_text(encoding="utf-8") if out_file.exists() else None
     if out_file.exists():
         out_file.unlink()
-    clicked = run_python(project, "from upsertsink.lint.cli import main; main()", list(args))
+    clicked = run_python(project, "from upsertsink.lint.command.cli import main; main()", list(args))
     click_file = out_file.read_text(encoding="utf-8") if out_file.exists() else None
     assert quick == (clicked.returncode, clicked.stdout, clicked.stderr)
     assert quick_file == click_file

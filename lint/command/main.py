@@ -1,0 +1,413 @@
+"""What ``upsertsink lint`` does once its command line is read: the lint run, the fixes, the report, and
+the commands that print and exit (``--explain``, ``--show-settings``, ``--show-files``, ``--clean``).
+
+It imports no click: the command line is read either by click (:mod:`upsertsink.lint.command.cli`: ``--help``, usage
+errors, ``python -m upsertsink.lint``) or, for the ``upsertsink`` entry point, by
+:func:`upsertsink.lint.command.options.quick_parse` (:func:`quick_main`), and both call :func:`run_lint`.
+Errors are one line, ``upsertsink: error: <message>``, on stderr with exit code 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+# Start-up counts for small runs: the rules, the analysis, the report formats and the process pool load when
+# a run needs them (tests/lint/test_lint_startup.py), not here.
+from ..run import runrecord
+from ..run.cache import CACHE_DIR
+from ..run.config import ConfigError, Settings, resolve_settings, settings_toml, split_codes
+from ..run.discovery import PathError, discover, display_path, is_excluded
+from ..run.runner import RunResult, lint_paths
+
+EXIT_USAGE = 2
+
+
+class LintUsageError(Exception):
+    """Usage or configuration error: ``upsertsink: error: ...`` on stderr, exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+    def format_message(self) -> str:
+        return str(self)
+
+
+def error_line(message: str) -> None:
+    """Print the one error style, ``upsertsink: error: MESSAGE`` on one line, on stderr."""
+    _echo(f"upsertsink: error: {' '.join(str(message).split())}", err=True)
+
+
+def _echo(text: str, err: bool = False, nl: bool = True) -> None:
+    """Write a line to stdout or stderr and flush it (what ``click.echo`` does with text)."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n" if nl else text)
+    stream.flush()
+
+
+def quick_main(args: Sequence[str]) -> int | None:
+    """``upsertsink lint ARGS`` without click, when :func:`~upsertsink.lint.command.options.quick_parse` reads the
+    command line; the exit code, or None to hand the command line to click."""
+    from .options import quick_parse
+
+    params = quick_parse(args)
+    if params is None:
+        return None
+    try:
+        run_lint(list(args), **params)
+    except LintUsageError as exc:
+        error_line(exc.format_message())
+        return exc.exit_code
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except (EOFError, KeyboardInterrupt):
+        _echo("\nAborted!", err=True)  # as click ends an interrupted command
+        return 1
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        # the reader of the output went away (``| head``): click's answer, exit 1 without a traceback
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more may reach the closed pipe
+        return 1
+    finally:
+        runrecord.stop()
+    return 0
+
+
+def run_lint(
+    raw_args: Sequence[str],
+    paths: tuple[Path, ...],
+    fmt: str,
+    keys: tuple[str, ...],
+    sequence: tuple[str, ...],
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    fail_on: str | None,
+    config: Path | None,
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
+    add_noqa: bool,
+    statistics: bool,
+    output_file: Path | None,
+    exit_zero: bool,
+    quiet: bool,
+    no_cache: bool,
+    clean: bool,
+    force_exclude: bool,
+    explain: str | None,
+    extend_select: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
+    extend_exclude: tuple[str, ...] = (),
+    stdin_filename: str | None = None,
+    show_files: bool = False,
+    show_settings: bool = False,
+) -> None:
+    """Run ``upsertsink lint`` with the parameters its options give (:mod:`upsertsink.lint.command.options`);
+    ``raw_args`` (the command line after ``lint``) keys the run's record. Usage and configuration errors raise
+    :class:`LintUsageError`; the exit code of findings is ``sys.exit``'s."""
+    if explain is not None:
+        from ..rules import RULES
+
+        code = explain.strip().upper()
+        if code not in RULES:
+            raise LintUsageError(f"unknown rule code {explain!r} (known: {', '.join(RULES)})")
+        _echo(RULES[code].explain(), nl=False)
+        return
+    if add_noqa and (fix or diff):
+        raise LintUsageError("--add-noqa cannot be combined with --fix or --diff")
+    stdin_name = _stdin_name(paths, stdin_filename)
+    if stdin_name is not None and add_noqa:
+        raise LintUsageError("--add-noqa cannot be used with standard input ('-'): it edits files")
+    targets = [] if stdin_name is not None else (list(paths) or [Path(".")])
+    record = None
+    if not (fix or diff or add_noqa or no_cache) and _recordable(stdin_name, output_file, fmt):
+        # (--clean, --show-settings and --show-files return before the end, where a record is saved)
+        record = runrecord.start(list(raw_args))
+    try:
+        split_codes(select, "--select")
+        split_codes(extend_select, "--extend-select")
+        split_codes(ignore, "--ignore")
+        settings = resolve_settings(
+            targets or [stdin_name],
+            config,
+            keys,
+            sequence,
+            select,
+            ignore,
+            fail_on,
+            extend_select=extend_select,
+            exclude=exclude or None,
+            extend_exclude=extend_exclude,
+        )
+        settings.force_exclude = force_exclude
+        if clean:
+            _clean(settings, quiet)
+            return
+        if show_settings:
+            _echo(_show_settings(settings, targets or [stdin_name], fmt), nl=False)
+            return
+        if show_files:
+            _show_files(targets, settings, stdin_name)
+            return
+        stdin = (stdin_name, _read_stdin()) if stdin_name is not None else None
+        with _progress_bar(enabled=not quiet) as progress:
+            result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress, stdin=stdin)
+    except (ConfigError, PathError) as exc:
+        raise LintUsageError(str(exc)) from exc
+    if stdin is not None and (fix or diff):
+        _fix_stdin(stdin, result, settings, fmt, unsafe_fixes, diff, exit_zero, quiet, no_cache)
+        return
+    out = _Output(output_file)
+    if add_noqa:
+        _add_noqa(result, quiet)
+        return
+    if fix or diff:
+        from .apply_fixes import apply_fixes
+
+        outcome = apply_fixes(result, settings, unsafe=unsafe_fixes, write=not diff)
+        if diff:
+            out.write("".join(edit.diff() for edit in outcome.edits if edit.changed))
+            out.close()
+            if not quiet:
+                _note(outcome.summary(dry_run=True))
+            sys.exit(1 if outcome.fixed and not exit_zero else 0)
+        if not quiet:
+            _note(outcome.summary(dry_run=False))
+        # what is left: the fixed files linted again (unchanged files come from the cache)
+        with _progress_bar(enabled=False) as progress:
+            result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress)
+    from ..check.checker import fixable
+    from .report import render, render_statistics
+
+    can_fix = fixable(result.findings, unsafe_fixes)
+    if statistics:
+        out.write(render_statistics(fmt, result.findings, {id(f) for f in can_fix}))
+    else:
+        out.write(
+            render(
+                fmt,
+                result.findings,
+                result.stats.files_checked,
+                settings.root,
+                quiet=quiet,
+                fixable={id(f) for f in can_fix},
+            )
+        )
+    out.close()
+    if not quiet and fmt in ("text", "full", "concise"):
+        _fix_hint(result, can_fix, unsafe_fixes)
+    failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
+    code = 1 if not exit_zero and any(f.severity in failing for f in result.findings) else 0
+    if record is not None:
+        record.save(code, str(settings.root))
+    if code:
+        sys.exit(code)
+
+
+def _recordable(stdin_name: Path | None, output_file: Path | None, fmt: str) -> bool:
+    """Does the run leave a record (runrecord)? Only a report of files on stdout, in a format that depends
+    on nothing but the findings."""
+    return (
+        stdin_name is None
+        and output_file is None
+        and fmt not in runrecord.UNRECORDED_FORMATS
+        and not os.environ.get(runrecord.OFF_ENV)
+    )
+
+
+def _stdin_name(paths: tuple[Path, ...], stdin_filename: str | None) -> Path | None:
+    """The name standard input is linted under, when it is read (the path ``-``, or no path and
+    ``--stdin-filename``, as in ruff); None when files are linted."""
+    dash = [p for p in paths if str(p) == "-"]
+    if dash and len(paths) > 1:
+        raise LintUsageError("'-' (standard input) cannot be combined with other paths")
+    if not dash and paths and stdin_filename is not None:
+        raise LintUsageError("--stdin-filename needs the path '-' (standard input), not files")
+    if not dash and stdin_filename is None:
+        return None
+    return Path(stdin_filename if stdin_filename is not None else "-")
+
+
+def _read_stdin() -> bytes:
+    stream = getattr(sys.stdin, "buffer", None)
+    data = stream.read() if stream is not None else sys.stdin.read()
+    return data.encode("utf-8") if isinstance(data, str) else data
+
+
+def _fix_stdin(
+    stdin: tuple[Path, bytes],
+    result: RunResult,
+    settings: Settings,
+    fmt: str,
+    unsafe: bool,
+    diff: bool,
+    exit_zero: bool,
+    quiet: bool,
+    no_cache: bool,
+) -> None:
+    """``--fix`` / ``--diff`` on standard input, as ruff does them: ``--fix`` prints the fixed source on
+    stdout and reports what remains on stderr; ``--diff`` prints the diff (exit 1 when there is a fix)."""
+    from ..check.checker import decode
+    from .rewrite import fix_file, module_name
+
+    name, data = stdin
+    text = decode(data).removeprefix("\ufeff")
+    edit = None
+    if not name.name.endswith(".ipynb"):  # notebooks are never rewritten (docs/linter.md, Fixes)
+        findings = [f for f in result.findings if f.path == display_path(name)]
+        edit = fix_file(display_path(name), text, findings, module_name(name, settings.root), unsafe)
+    changed = edit is not None and edit.changed
+    if diff:
+        sys.stdout.write(edit.diff() if changed else "")
+        sys.stdout.flush()
+        sys.exit(1 if changed and not exit_zero else 0)
+    fixed = edit.after if changed else text
+    sys.stdout.write(fixed)
+    sys.stdout.flush()
+    if changed:
+        result = lint_paths([], settings, use_cache=not no_cache, stdin=(name, fixed.encode("utf-8")))
+    if result.findings and not quiet:
+        from .report import render
+
+        _echo(render(fmt, result.findings, result.stats.files_checked, settings.root), err=True, nl=False)
+    failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
+    if not exit_zero and any(f.severity in failing for f in result.findings):
+        sys.exit(1)
+
+
+def _show_files(targets: list[Path], settings: Settings, stdin_name: Path | None) -> None:
+    """``--show-files``: the files a run would lint (absolute paths, sorted, as ruff prints them)."""
+    files = [p.resolve() for p in discover(targets, settings)]
+    if stdin_name is not None and not (settings.force_exclude and is_excluded(stdin_name, settings)):
+        files.append(stdin_name.resolve())
+    for p in sorted(set(files)):
+        _echo(str(p))
+
+
+def _show_settings(settings: Settings, targets: list[Path], fmt: str) -> str:
+    """``--show-settings``: the resolved settings, as TOML (the lint table plus what the run adds)."""
+    first = targets[0]
+    if first.is_dir():
+        found = discover([first], settings)
+        first = found[0] if found else first
+    return (
+        f"# Resolved settings for: {first.resolve()}\n"
+        f"# Settings path: {settings.config_path.resolve() if settings.config_path else 'none (defaults)'}\n"
+        + settings_toml(settings, fmt)
+    )
+
+
+class _Output:
+    """stdout, or the --output-file (written as a whole at the end)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> None:
+        if self.path is None:
+            runrecord.emit(1, text)
+            sys.stdout.write(text)
+        else:
+            self.parts.append(text)
+
+    def close(self) -> None:
+        if self.path is None:
+            sys.stdout.flush()
+            return
+        try:
+            if self.path.parent != Path(""):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text("".join(self.parts), encoding="utf-8")
+        except OSError as exc:
+            raise LintUsageError(f"--output-file: cannot write {self.path}: {exc.strerror or exc}") from exc
+
+
+def _note(text: str) -> None:
+    if text:
+        runrecord.emit(2, text + "\n")
+        _echo(text, err=True)
+
+
+def _fix_hint(result: RunResult, can_fix: list, unsafe: bool) -> None:
+    """ruff's hint about available fixes, on stderr so that stdout stays the report."""
+    from ..check.checker import fixable
+
+    hidden = len(fixable(result.findings, True)) - len(can_fix)
+    parts = []
+    if can_fix:
+        parts.append(f"[*] {len(can_fix)} fixable with `--fix`{' --unsafe-fixes' if unsafe else ''}.")
+    if hidden > 0:
+        parts.append(f"{hidden} more fixable with `--fix --unsafe-fixes`.")
+    _note(" ".join(parts))
+
+
+def _add_noqa(result: RunResult, quiet: bool) -> None:
+    from .apply_fixes import add_noqa_to_files
+
+    added, files, skipped = add_noqa_to_files(result)
+    if not quiet:
+        noun = "directive" if added == 1 else "directives"
+        _note(f"Added {added} noqa {noun} to {files} file{'s' if files != 1 else ''}.")
+        for where, why in skipped:
+            _note(f"{where}: no noqa added ({why})")
+
+
+def _clean(settings: Settings, quiet: bool) -> None:
+    """Delete the lint cache files of the project (``.upsertsink_cache/lint-*.json``)."""
+    folder = settings.root / CACHE_DIR
+    removed = 0
+    if folder.is_dir():
+        runrecord.remove_records(str(folder))  # the run records go with it (not counted: derived data)
+        for p in [*folder.glob("lint-*.json"), *folder.glob("lint.*.tmp")]:
+            with contextlib.suppress(OSError):
+                p.unlink()
+                removed += 1
+        rest = [p for p in folder.iterdir() if p.name != ".gitignore"]
+        if not rest:
+            with contextlib.suppress(OSError):
+                (folder / ".gitignore").unlink(missing_ok=True)
+                folder.rmdir()
+    if not quiet:
+        noun = "file" if removed == 1 else "files"
+        _note(f"Removed {removed} lint cache {noun} from {folder}.")
+
+
+@contextlib.contextmanager
+def _progress_bar(enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
+    """A rich progress bar on stderr whenever stderr is a terminal (whatever stdout is), rich is installed
+    and there is enough work; otherwise nothing."""
+    if not enabled or not _stderr_is_terminal():
+        yield None
+        return
+    try:
+        from rich.console import Console
+        from rich.progress import Progress
+    except ImportError:  # the light install has no rich: no bar (rich comes with upsertsink[embedded])
+        yield None
+        return
+
+    with Progress(transient=True, console=Console(stderr=True)) as bar:
+        task = None
+
+        def update(done: int, total: int) -> None:
+            nonlocal task
+            if total < 50:
+                return
+            if task is None:
+                task = bar.add_task("linting", total=total)
+            bar.update(task, completed=done)
+
+        yield update
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return os.isatty(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):
+        return bool(getattr(sys.stderr, "isatty", lambda: False)())

@@ -1,0 +1,83 @@
+"""``str.format`` and ``str.format_map`` of a known template: the text a SQL statement is built from.
+
+``"MERGE INTO {target} ... ON t.{key} = s.{key}".format(**params)``: a field's value is spliced in when it
+is known text (a keyword, a positional argument, an entry of a dict literal given with ``**`` or to
+``format_map``, an element of a list given with ``*``), and stands as a hole otherwise (its expression
+still carries what it computes: a clock in ``params`` reaches the SQL). Only a field that no argument can
+give (``"{x}".format()``) leaves the whole text unknown.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING
+
+from .strings import PosText
+
+if TYPE_CHECKING:
+    from ..model.scopes import Scope
+    from .evaluate import Env, Values
+
+
+def str_format(values: Values, base: PosText, call: ast.Call, scope: Scope, env: Env) -> PosText | None:
+    """``base.format(...)`` / ``base.format_map(...)`` with known texts spliced in, other values as holes."""
+    model = values.model
+    kwargs = {kw.arg: kw.value for kw in call.keywords if kw.arg}
+    spread = [kw.value for kw in call.keywords if kw.arg is None]
+    if type(call.func) is ast.Attribute and call.func.attr == "format_map":
+        spread, args, rest = list(call.args[:1]), [], None
+    else:
+        args, rest = _positional(model, call, scope)
+    for d in spread:  # **params: the string keys of the dict literal it is bound to
+        found = model.resolve_dict(d, scope)
+        if type(found) is ast.Dict:
+            for k, v in zip(found.keys, found.values, strict=False):
+                if type(k) is ast.Constant and isinstance(k.value, str):
+                    kwargs.setdefault(k.value, v)
+    text, out, i, auto = base.text, PosText("", []), 0, 0
+    while i < len(text):
+        ch = text[i]
+        if ch in "{}" and i + 1 < len(text) and text[i + 1] == ch:
+            out = out + base[i : i + 1]
+            i += 2
+            continue
+        if ch != "{":
+            out = out + base[i : i + 1]
+            i += 1
+            continue
+        j = text.find("}", i)
+        if j < 0:
+            return None
+        field_name = re.split(r"[!:]", text[i + 1 : j], maxsplit=1)[0]
+        head = re.split(r"[.\[]", field_name, maxsplit=1)[0]
+        if head == "" or head.isdigit():
+            k = auto if head == "" else int(head)
+            auto += head == ""
+            arg = args[k] if k < len(args) else rest
+        else:
+            arg = kwargs.get(head, spread[0] if spread else None)
+        if arg is None:
+            return None
+        value = values.str_value(arg, scope, env) if head == field_name and arg not in spread else None
+        out = out + (value if value is not None else values.hole(arg, base.positions[i]))
+        i = j + 1
+    return out
+
+
+def _positional(model, call: ast.Call, scope: Scope) -> tuple[list[ast.AST], ast.AST | None]:
+    """The positional arguments, a ``*ARGS`` of a list or tuple literal spread out; after a ``*`` of
+    unknown value, that value (it gives every later field)."""
+    args: list[ast.AST] = []
+    for a in call.args:
+        if type(a) is not ast.Starred:
+            args.append(a)
+            continue
+        seq = a.value
+        if type(seq) is ast.Name:
+            bound = model.single_value(seq, scope)
+            seq = bound[0] if bound is not None else seq
+        if type(seq) not in (ast.List, ast.Tuple):
+            return args, a.value
+        args.extend(seq.elts)
+    return args, None
