@@ -19,16 +19,18 @@ import re
 from collections.abc import Sequence
 from functools import cache
 
-from ..catalogue import MODULE_HOOKS, SPARK_FUNCTIONS, SPARK_RANKING, TRIGGER_BYTES, UDF_FACTORIES
-from ..flow.collect import Collector
+from ..base.sources import SPARK_FUNCTIONS, SPARK_RANKING, UDF_FACTORIES
+from ..base.types import Reach, Src
+from ..flow.collect import collect
+from ..flow.context import Context
 from ..flow.derived import key_sources, param_reads
-from ..flow.facts import EMPTY, Facts, Reach, RowEffect, Src, Write, norm
+from ..flow.facts import EMPTY, Collector, Facts, RowEffect, Write, norm
 from ..flow.keys import Keys, param_keys
 from ..flow.tables import Targets
 from ..flow.taint import Taint
 from ..model.chains import Uses
 from ..model.semantic import SemanticModel, top_function
-from ..rules.context import Context
+from ..rules.hooks import FIX_HOOKS, METHOD_HOOKS, MODULE_HOOKS, SUBSCRIPT_HOOKS, TRIGGER_BYTES
 from ..values.evaluate import Values
 
 __all__ = ["ModuleAnalysis", "Reach", "Src", "noqa_codes"]
@@ -90,9 +92,9 @@ class ModuleAnalysis:
         model, values = self.model, self.values
         collector = Collector(model, values)
         ctx = Context(model, values, collector)
-        facts = collector.collect(ctx)
+        facts = collect(collector, ctx, METHOD_HOOKS, SUBSCRIPT_HOOKS)
         keys = Keys.of(facts, model, values, *self._keys)
-        ctx.facts, ctx.keys, ctx.taint = facts, keys, Taint(model, values, facts, keys)
+        ctx.facts, ctx.keys, ctx.taint = facts, keys, Taint(model, values, facts, keys, FIX_HOOKS)
         for hook in MODULE_HOOKS:
             hook(ctx)
         # DataFrames that are thrown away or only looked at give nothing (asked only where a source is)
@@ -103,7 +105,7 @@ class ModuleAnalysis:
         rows = tuple(r for r in facts.rows if not (taint.write_taint(r) and uses.discarded(r.anchor)))
         if len(kept) != len(facts.writes) or len(rows) != len(facts.rows):
             ctx.facts = facts.keeping(kept, rows)
-            ctx.taint = Taint(model, values, ctx.facts, keys)
+            ctx.taint = Taint(model, values, ctx.facts, keys, FIX_HOOKS)
         self.ctx = ctx
         return ctx
 

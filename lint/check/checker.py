@@ -13,11 +13,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, ClassVar, overload
 
 from ..base.structs import field, replace, struct
-from ..run.config import DEFAULT_KEY_PATTERNS
 
 if TYPE_CHECKING:
-    from ..rules.rule import FixSpec
-    from .analysis import Src
+    from ..base.types import FixSpec, Src
     from .notebooks import Converted
 
 # The analysis, the rules, the notebook readers, ast and tokenize load on the first file that is checked
@@ -25,6 +23,11 @@ if TYPE_CHECKING:
 # and FileResult and nothing else.
 
 FILE_NOQA = b"upsertsink: noqa"
+
+# Column names taken as keys of a table the code writes when no other key is known for them (fnmatch
+# globs, case-insensitive): surrogate and hash keys. `*_id` is left out on purpose: run_id, batch_id and
+# job_id audit columns are often filled from a uuid or the clock and are not keys (docs/linter.md).
+DEFAULT_KEY_PATTERNS = ["id", "pk", "sk", "*_key", "*_pk", "*_sk"]
 
 
 @struct(frozen=True)
@@ -85,7 +88,7 @@ class Finding:
     @property
     def fix_spec(self) -> FixSpec | None:
         """The fix as an object, or None."""
-        from ..rules.rule import FixSpec
+        from ..base.types import FixSpec
 
         return FixSpec.from_dict(self.fix) if self.fix is not None else None
 
@@ -123,12 +126,8 @@ class FileResult:
     parsed: bool
     summary: dict | None = None
     imports: list[str] = field(default_factory=list)
-    deps: dict[str, str] = field(default_factory=dict)  # .sql files read -> content digest (or ABSENT)
-
-
-# The digest of a place a .sql file was looked for and not found (FileResult.deps): one appearing there later
-# changes what the code reads.
-ABSENT = ""
+    # .sql files read -> content digest (or :data:`~upsertsink.lint.values.paths.ABSENT`)
+    deps: dict[str, str] = field(default_factory=dict)
 
 
 def decode(data: bytes) -> str:
@@ -184,8 +183,8 @@ def check_bytes(
     import ast
     import warnings
 
-    from ..catalogue import has_trigger
     from ..rules import RULES
+    from ..rules.hooks import has_trigger
     from .analysis import ModuleAnalysis
     from .notebooks import NotebookError, convert_databricks, convert_ipynb, is_databricks_source
 

@@ -34,7 +34,7 @@ from ..base.structs import field, struct
 from ..check.checker import Finding, noqa_line_map
 
 if TYPE_CHECKING:
-    from ..rules.rule import FixSpec
+    from ..base.types import FixSpec
 
 log = logging.getLogger(__name__)
 _DIRECTIVE = "# " + "noqa: "  # (split so that linters reading this file do not take it for a directive)

@@ -7,17 +7,18 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from ..base.sources import METHOD_SOURCES, ORDER_CODE, PYTHON_CALLS, PYTHON_CALLS_NO_ARGS, SPARK_FUNCTIONS
 from ..base.spark_api import ALIAS_METHODS, NAME_ARG_FUNCTIONS
-from ..catalogue import METHOD_SOURCES, ORDER_CODE, PYTHON_CALLS, PYTHON_CALLS_NO_ARGS, SPARK_FUNCTIONS
+from ..base.types import Src
 from ..model import chains
 from ..model.callsites import passed
 from ..model.scopes import Scope
 from ..values import sql as sqlmod
 from . import records
-from .facts import Src, Write
+from .facts import Write
 
 if TYPE_CHECKING:
-    from .collect import Collector
+    from .facts import Collector
 
 
 def on_to_df(col: Collector, call: ast.Call, scope: Scope) -> None:

@@ -17,7 +17,7 @@ from . import records
 from .facts import RowEffect, strip_qualifier
 
 if TYPE_CHECKING:
-    from .collect import Collector
+    from .facts import Collector
 
 
 def on_widget(col: Collector, call: ast.Call, scope: Scope) -> None:

@@ -3,7 +3,7 @@ is computed: column writes, row choices, key declarations, sinks, MERGE conditio
 
 A fact names syntax (the expression that computes a column, the condition that chooses rows) and never the
 nondeterministic sources reaching it: those are :mod:`upsertsink.lint.flow.taint`'s answer, computed from the
-frozen facts. The source and finding records shared by every stage are defined here too.
+frozen facts. The records every stage shares (spans, sources, what they reach) are :mod:`upsertsink.lint.base.types`.
 """
 
 from __future__ import annotations
@@ -13,32 +13,16 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ..base.structs import field, struct
+from ..base.types import Span, Src
+from ..values import sql as sqlmod
 
 if TYPE_CHECKING:
     from ..model.scopes import Scope
-    from ..rules.rule import FixSpec
-    from ..values import sql as sqlmod
+    from ..model.semantic import SemanticModel
+    from ..values.evaluate import Values
     from ..values.strings import PosText
 
 EMPTY: frozenset = frozenset()
-Span = tuple[int, int, int, int]
-
-
-@struct(frozen=True)
-class Src:
-    """One nondeterministic source occurrence: rule, 1-based span (end exclusive), what it is."""
-
-    rule: str
-    line: int
-    col: int
-    end_line: int
-    end_col: int
-    what: str
-    via: str = ""
-    alt_line: int = 0  # a second line where a noqa comment is honoured (end of a multi-line SQL string)
-    fix: FixSpec | None = None  # the fix this occurrence offers, if any
-    # a numbering over a window (ND006): the window's partition columns, normalized; None for other sources
-    partition: frozenset[str] | None = None
 
 
 def summary_sources(rows, span: Span, callee: str, label: str) -> list[Src]:
@@ -48,33 +32,6 @@ def summary_sources(rows, span: Span, callee: str, label: str) -> list[Src]:
         Src(r["rule"], *span, r["what"], via=f"`{callee}` ({r.get('path') or label}:{r['line']})")
         for r in rows
     ]
-
-
-@struct(frozen=True)
-class Reach:
-    """What one source reaches: the target it is reported against and the other columns it reaches."""
-
-    source: Src
-    target: str  # key | sequence | column
-    column: str  # the column's name, or "*" (all columns) for a row choice with no known key
-    others: tuple[str, ...] = ()
-    rows: bool = False  # the source decides which rows are written, not a value
-    key_label: str = "merge key"  # how the key was learned, for the message
-    level: str | None = None  # the severity, when a rule decides it (the write rules); else by target
-    note: str = ""  # what a write rule found, in words (the start of its message)
-    advice: str = ""  # which of the rule's fix texts applies (write rules)
-    # the sequence column is that of an SCD type 2 sink (``scd_type=2``): every version's __START_AT/__END_AT
-    history: bool = False
-    history_of: str = ""  # what keeps that history, for the message (default: an ``scd_type=2`` sink)
-    table: str | None = None  # the table the reached column or rows are written to, when known
-
-    @property
-    def severity(self) -> str:
-        if self.level is not None:
-            return self.level
-        if self.history:
-            return "error"  # a replay rewrites the table's history
-        return "error" if self.target in ("key", "sequence") else "warning"
 
 
 @struct
@@ -176,3 +133,110 @@ def strip_qualifier(column: str) -> str:
     if "." in c and not c.startswith("`"):
         c = c.rsplit(".", 1)[1]
     return c.strip('`"')
+
+
+class Collector:
+    """The facts of one module while they are collected: the collection pass (:mod:`.collect`) and the rules'
+    extractors add to it, :meth:`freeze` makes the :class:`Facts`."""
+
+    def __init__(self, model: SemanticModel, values: Values) -> None:
+        self.model = model
+        self.values = values
+        self.writes: list[Write] = []
+        self.rows: list[RowEffect] = []
+        self.declared: list[KeyDecl] = []
+        self.sink_calls: list[tuple[ast.Call, Scope]] = []
+        # the MERGE calls (``.merge(source, condition)``) with their condition, if any
+        self.merges: list[tuple[ast.Call, ast.AST | None, Scope]] = []
+        self.seq_conds: list[tuple[ast.AST, Scope]] = []
+        self.dbt_keys: list[tuple[ast.Call, Scope]] = []
+        self.ext_keys: list[tuple[str, Scope, str | None]] = []  # (key, scope, table: None when not known)
+        self.ddl_keys: list[tuple[str, str, str]] = []
+        self.joins: list[tuple[ast.Call, Scope]] = []
+        self.tables_written: set[str] = set()
+        self.sql_writes: list[tuple[ast.Call, str, bool, tuple[str, ...]]] = []
+        self.sql_views: list[tuple[ast.Call, str, tuple[str, ...]]] = []
+        self.pipeline_flows: list[tuple[ast.Call, str | None, str | None]] = []  # (call, target, source)
+        self.sql_udfs: dict[str, tuple[ast.AST, Scope]] = {}
+        self.seeded: set[str] = set()
+        self.writes_data = model.dbt_model
+        self.rule_state: dict[str, object] = {}  # per-module scratch space of rule extractors, by rule
+        self.widgets: dict[str, tuple[ast.AST, Scope]] = {}
+        self.ext_frames: list[tuple[ast.AST, Scope, str | None]] = []
+        self._current: ast.AST | None = None  # the call being read: the anchor of what it writes
+
+    def freeze(self) -> Facts:
+        """The facts collected, read-only from now on."""
+        return Facts(
+            writes=tuple(self.writes),
+            rows=tuple(self.rows),
+            declared=tuple(self.declared),
+            sink_calls=tuple(self.sink_calls),
+            merges=tuple(self.merges),
+            seq_conds=tuple(self.seq_conds),
+            dbt_keys=tuple(self.dbt_keys),
+            ext_keys=tuple(self.ext_keys),
+            ddl_keys=tuple(self.ddl_keys),
+            joins=tuple(self.joins),
+            tables_written=frozenset(self.tables_written),
+            sql_writes=tuple(self.sql_writes),
+            sql_views=tuple(self.sql_views),
+            pipeline_flows=tuple(self.pipeline_flows),
+            sql_udfs=MappingProxyType(dict(self.sql_udfs)),
+            seeded=frozenset(self.seeded),
+            writes_data=self.writes_data,
+            rule_state=self.rule_state,
+            widgets=MappingProxyType(dict(self.widgets)),
+            ext_frames=tuple(self.ext_frames),
+        )
+
+    def add_row_effect(
+        self,
+        kind: str,
+        scope: Scope,
+        own: Src | None = None,
+        subset: list[str] | None = None,
+        expr: ast.AST | None = None,
+    ) -> None:
+        """Record that the code decides which rows are written (filter, limit, sample, dedup); ``expr``
+        is an expression whose sources decide them too (the ordering before a limit)."""
+        self._row(RowEffect(kind, scope, expr=expr, own=own, subset=subset))
+
+    def declare(
+        self,
+        column: str,
+        label: str,
+        scope: Scope | None,
+        sequence: bool = False,
+        history: bool = False,
+        table: str | None = None,
+    ) -> None:
+        """A key (or sequence) column the code declares (of ``table``, when known)."""
+        self.declared.append(KeyDecl(strip_qualifier(column), label, scope, sequence, history, table))
+
+    def _add_write(
+        self,
+        column: str,
+        scope: Scope,
+        expr: ast.AST | None = None,
+        sql=None,
+        node=None,
+        rename: bool = False,
+    ) -> None:
+        self.writes.append(Write(column, scope, expr, sql, node, rename, anchor=self._current))
+
+    def _row(self, effect: RowEffect) -> None:
+        if effect.anchor is None:
+            effect.anchor = self._current
+        self.rows.append(effect)
+
+    def _condition_effect(self, cond: ast.AST, scope: Scope, kind: str = "merge") -> None:
+        """A condition that decides rows: ``merge`` (which keys are inserted, deleted, matched), ``update``
+        (whether a matched row's values are updated: values only, the keys stay) or ``filter``."""
+        text = self.values.sql_text(cond, scope) if self.values.may_be_text(cond, scope) else None
+        if text is not None:
+            ok, _alias, part = sqlmod.analyze_expression(text.text)
+            if ok:
+                self._row(RowEffect(kind, scope, sql=(part, text)))
+        else:
+            self._row(RowEffect(kind, scope, expr=cond))

@@ -14,7 +14,7 @@ from ..values import sql as sqlmod
 from .facts import SCD2_FLOW_LABEL
 
 if TYPE_CHECKING:
-    from .collect import Collector
+    from .facts import Collector
 
 
 # ---- declarative pipelines

@@ -13,8 +13,9 @@ from __future__ import annotations
 import ast
 
 from ..base.spark_api import WIDGETS_OBJECT
+from ..model.names import dotted
 from ..model.scopes import Scope
-from ..model.semantic import SemanticModel, dotted
+from ..model.semantic import SemanticModel
 from ..values.evaluate import Values
 
 

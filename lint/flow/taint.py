@@ -10,32 +10,22 @@ files' summaries the *propagators*, and the order-fixing functions (``sort_array
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Mapping
 
-from ..base.spark_api import FRAME_METHODS, RECORD_TABLES, WIDGET_READS
-from ..base.structs import replace
-from ..catalogue import (
-    FIX_HOOKS,
+from ..base.sources import (
     METHOD_SOURCES,
-    NOW_STRING_CALLS,
     ORDER_CODE,
     ORDER_FIXING_FUNCTIONS,
     ORDER_INSENSITIVE_ARGS_OF,
-    PYTHON_CALLS,
-    PYTHON_CALLS_NO_ARGS,
-    PYTHON_CALLS_ONE_ARG,
-    PYTHON_MODULES,
-    PYTHON_RANDOM_NEUTRAL,
-    PYTHON_RANDOM_SEEDABLE,
-    SPARK_FUNCTIONS,
-    SPARK_NO_ARG_ONLY,
     SPARK_ORDERED_OK,
     SPARK_RANKING,
-    SPARK_SEEDED,
-    UDF_CODE,
     UDF_FACTORIES,
     WINDOW_TIES_CODE,
 )
-from ..model.callsites import arguments, call_sites, called_name, default_of, is_default, passed
+from ..base.spark_api import FRAME_METHODS, RECORD_TABLES, WIDGET_READS
+from ..base.structs import replace
+from ..base.types import Src
+from ..model.callsites import arguments, call_sites, called_name, default_of, is_default
 from ..model.reaching import reaching
 from ..model.scopes import Scope
 from ..model.semantic import SemanticModel
@@ -44,7 +34,8 @@ from ..values.evaluate import Values
 from ..values.strings import PosText
 from ..values.windows import window_orders, window_spec
 from . import records
-from .facts import EMPTY, Facts, RowEffect, Src, Write, norm, summary_sources
+from .call_sources import as_udf, source_of_call
+from .facts import EMPTY, Facts, RowEffect, Write, norm, summary_sources
 from .keys import Keys
 
 _PARTS = (ast.keyword, ast.comprehension, ast.FormattedValue)  # parts of an expression that hold expressions
@@ -53,8 +44,11 @@ _PARTS = (ast.keyword, ast.comprehension, ast.FormattedValue)  # parts of an exp
 class Taint:
     """The sources reaching the expressions and columns of one module."""
 
-    def __init__(self, model: SemanticModel, values: Values, facts: Facts, keys: Keys) -> None:
+    def __init__(
+        self, model: SemanticModel, values: Values, facts: Facts, keys: Keys, fix_hooks: Mapping[str, Callable]
+    ) -> None:
         self.model = model
+        self.fix_hooks = fix_hooks  # rule code -> the fix its catalogue sources offer (the rules' FIX_HOOKS)
         self.values = values
         self.facts = facts
         self.keys = keys
@@ -238,56 +232,6 @@ class Taint:
             return False
         return len(order_n - part_n) < 2
 
-    def source_of_call(self, call: ast.Call, q: str | None) -> Src | None:
-        if q is None:
-            return None
-        nargs = len(call.args) + len(call.keywords)
-        rule = PYTHON_CALLS.get(q)
-        if rule is None and nargs == 0:
-            rule = PYTHON_CALLS_NO_ARGS.get(q)
-        if rule is None and nargs == 1:
-            rule = PYTHON_CALLS_ONE_ARG.get(q)
-        if rule is not None:
-            return self.model.src(rule, call)
-        if q in NOW_STRING_CALLS and call.args:
-            first = call.args[0]
-            if (
-                type(first) is ast.Constant
-                and isinstance(first.value, str)
-                and first.value.lower() in ("now", "today")
-            ):
-                return self.model.src(NOW_STRING_CALLS[q], call)
-        mod, _, name = q.rpartition(".")
-        if mod in PYTHON_MODULES:
-            if name in PYTHON_RANDOM_NEUTRAL or mod in self.facts.seeded:
-                return None
-            if name in PYTHON_RANDOM_SEEDABLE and any(map(passed, [*call.args, *(k.value for k in call.keywords)])):
-                return None
-            return self.model.src(PYTHON_MODULES[mod], call)
-        sname = self.model.spark_name(q)
-        if sname is not None and sname in SPARK_FUNCTIONS:
-            if sname in SPARK_NO_ARG_ONLY and nargs:
-                return None
-            rule = SPARK_FUNCTIONS[sname]
-            if sname in SPARK_SEEDED and self._seeded_call(call, SPARK_SEEDED[sname][1]):
-                rule = SPARK_SEEDED[sname][0]  # rand(42): repeatable only for the same partitioning
-            src = self.model.src(rule, call)
-            hook = FIX_HOOKS.get(rule)
-            if hook is not None:
-                fix = hook(self.model, call, q)
-                if fix is not None:
-                    src = replace(src, fix=fix)
-            return src
-        return None
-
-    @staticmethod
-    def _seeded_call(call: ast.Call, position: int) -> bool:
-        """Is the seed argument (``seed=`` or the positional argument at ``position``) given?"""
-        if any(kw.arg == "seed" and passed(kw.value) for kw in call.keywords):
-            return True
-        args = call.args
-        return len(args) > position and not any(type(a) is ast.Starred for a in args) and passed(args[position])
-
     def call_taint(self, call: ast.Call, scope: Scope) -> frozenset:
         if id(call) in self._records:  # each field carries its own sources as a column: frame["ts"] is ts
             return EMPTY
@@ -295,7 +239,7 @@ class Taint:
         ft = type(func)
         out: set[Src] = set()
         q = self.model.qualname(func, scope) if ft is ast.Name or ft is ast.Attribute else None
-        source = self.source_of_call(call, q)
+        source = source_of_call(self.model, call, q, self.facts.seeded, self.fix_hooks)
         if source is not None:
             out.add(source)
         if (self.facts.widgets or self.model.runs) and (
@@ -485,7 +429,7 @@ class Taint:
         if type(target) is ast.Lambda:
             fscope = self.model.fn_scopes.get(id(target))
             inner = self.of(target.body, fscope) if fscope is not None else EMPTY
-            return self._as_udf(inner, label)
+            return as_udf(inner, label)
         if type(target) is ast.Name:
             s = self.model.lookup(target.id, scope)
             if s is not None and target.id in s.funcs:
@@ -494,23 +438,7 @@ class Taint:
         return EMPTY
 
     def _udf_taint_fn(self, fn: ast.AST, fscope: Scope, label: str) -> frozenset:
-        return self._as_udf(self.returns_taint(fn, fscope), label)
-
-    @staticmethod
-    def _as_udf(inner: frozenset, label: str) -> frozenset:
-        return frozenset(
-            Src(
-                UDF_CODE,
-                s.line,
-                s.col,
-                s.end_line,
-                s.end_col,
-                s.what,
-                via=f"UDF `{label}`",
-                alt_line=s.alt_line,
-            )
-            for s in inner
-        )
+        return as_udf(self.returns_taint(fn, fscope), label)
 
 
 def _records_table(call: ast.Call) -> bool:

@@ -17,24 +17,19 @@ import ast
 from typing import TYPE_CHECKING
 
 from ..base.spark_api import (
-    CONVENTIONAL,
     LOOK_ONLY_FUNCTIONS,
-    PIPELINE_QUERY_DECORATORS,
-    SPARK_FUNCTION_MODULES,
-    is_library,
-    pipeline_name,
 )
 from ..base.structs import replace
-from ..flow.facts import Span, Src
+from ..base.types import FixSpec, Span, Src
+from .names import Names
 from .scopes import Scope, walk
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
-
-    from ..rules.rule import FixSpec
+    from collections.abc import Sequence
 
 
-class SemanticModel:
+
+class SemanticModel(Names):
     """Scopes, bindings, imports and calls of one parsed module, and the lookups over them."""
 
     def __init__(
@@ -47,13 +42,11 @@ class SemanticModel:
         udf_factories: frozenset[str] = frozenset(),
         spark_names: frozenset[str] = frozenset(),
     ) -> None:
+        super().__init__(externals, udf_factories, spark_names)
         self.tree = tree
         self.lines = lines
-        self.externals: dict[str, dict] = externals or {}
         self.runs = list(runs)
         self.notebook = notebook
-        self._udf_factories = udf_factories
-        self._spark_names = spark_names  # Spark function names a star import of pyspark's functions gives
         self.module = Scope("module", None, tree)
         self.scopes: list[Scope] = [self.module]  # every scope, so release() can break their cycles
         self.module.star.extend(f"%run:{r}" for r in self.runs)
@@ -70,7 +63,6 @@ class SemanticModel:
         self.call_index: dict[int, list] | None = None  # id(function scope) -> its calls (callsites.py)
         self.dbt_model = False  # the module defines a dbt Python model ``def model(dbt, session)``
         self.decorated: list[Scope] = []  # the scopes of the ``def``s that have decorators
-        self.wants: set[str] = set()  # import-qualified names looked up in other files of the tree
         # id(value) of each ``name = value`` -> is it directly in its scope's body; each scope's loops: reaching.py
         self.plain: dict[int, bool] = {}
         self.loops: dict[int, list[ast.AST]] = {}
@@ -133,49 +125,10 @@ class SemanticModel:
         elif t is ast.NamedExpr:
             scope.bind(node.target.id, node.value)
         elif t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.Lambda:
-            if t is not ast.Lambda:
-                if node.name == "model" and [a.arg for a in node.args.args[:1]] == ["dbt"]:
-                    self.dbt_model = True  # its returned DataFrame is a table
-                scope.bind(node.name, None)
-                scope.funcs[node.name] = (node, self._scope("function", scope, node))
-                fscope = scope.funcs[node.name][1]
-                if node.decorator_list:
-                    self.decorated.append(fscope)
-                for dec in node.decorator_list:
-                    stack.append((dec, scope))
-                    if self.is_udf_factory(dec, scope):
-                        scope.udfs.add(node.name)
-                for d in node.args.defaults + node.args.kw_defaults:
-                    if d is not None:
-                        stack.append((d, scope))
-                if node.returns is not None:
-                    stack.append((node.returns, scope))
-            else:
-                fscope = self._scope("function", scope, node)
-                self.fn_scopes[id(node)] = fscope
-                for d in node.args.defaults + node.args.kw_defaults:
-                    if d is not None:
-                        stack.append((d, scope))
-            a = node.args
-            for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
-                if arg is not None:
-                    fscope.bind(arg.arg, None)
-            fscope.params = [arg.arg for arg in a.posonlyargs + a.args + a.kwonlyargs]
-            if t is ast.Lambda:
-                fscope.returns.append(node.body)
-                stack.append((node.body, fscope))
-            else:
-                for stmt in node.body:
-                    stack.append((stmt, fscope))
-                    self._top.add(id(stmt))
+            self._visit_function(node, t, scope, stack)
             return True
         elif t is ast.ClassDef:
-            scope.bind(node.name, None)
-            cscope = self._scope("class", scope, node)
-            for sub in node.decorator_list + node.bases + [k.value for k in node.keywords]:
-                stack.append((sub, scope))
-            for stmt in node.body:
-                stack.append((stmt, cscope))
+            self._visit_class(node, scope, stack)
             return True
         elif t is ast.Return:
             if node.value is not None:
@@ -212,6 +165,54 @@ class SemanticModel:
             scope.globals.update(node.names)
         return False
 
+    def _visit_function(self, node: ast.AST, t: type, scope: Scope, stack: list) -> None:
+        """A ``def`` or ``lambda``: its name, decorators, defaults and parameters; its body queued in a scope of
+        its own."""
+        if t is not ast.Lambda:
+            if node.name == "model" and [a.arg for a in node.args.args[:1]] == ["dbt"]:
+                self.dbt_model = True  # its returned DataFrame is a table
+            scope.bind(node.name, None)
+            scope.funcs[node.name] = (node, self._scope("function", scope, node))
+            fscope = scope.funcs[node.name][1]
+            if node.decorator_list:
+                self.decorated.append(fscope)
+            for dec in node.decorator_list:
+                stack.append((dec, scope))
+                if self.is_udf_factory(dec, scope):
+                    scope.udfs.add(node.name)
+            for d in node.args.defaults + node.args.kw_defaults:
+                if d is not None:
+                    stack.append((d, scope))
+            if node.returns is not None:
+                stack.append((node.returns, scope))
+        else:
+            fscope = self._scope("function", scope, node)
+            self.fn_scopes[id(node)] = fscope
+            for d in node.args.defaults + node.args.kw_defaults:
+                if d is not None:
+                    stack.append((d, scope))
+        a = node.args
+        for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+            if arg is not None:
+                fscope.bind(arg.arg, None)
+        fscope.params = [arg.arg for arg in a.posonlyargs + a.args + a.kwonlyargs]
+        if t is ast.Lambda:
+            fscope.returns.append(node.body)
+            stack.append((node.body, fscope))
+        else:
+            for stmt in node.body:
+                stack.append((stmt, fscope))
+                self._top.add(id(stmt))
+
+    def _visit_class(self, node: ast.ClassDef, scope: Scope, stack: list) -> None:
+        """A ``class``: its name; its decorators and bases queued here, its body in a scope of its own."""
+        scope.bind(node.name, None)
+        cscope = self._scope("class", scope, node)
+        for sub in node.decorator_list + node.bases + [k.value for k in node.keywords]:
+            stack.append((sub, scope))
+        for stmt in node.body:
+            stack.append((stmt, cscope))
+
     def _bind_target(self, target: ast.AST, value: ast.AST, scope: Scope) -> None:
         t = type(target)
         if t is ast.Name:
@@ -227,161 +228,6 @@ class SemanticModel:
             cls = self.self_class(target.value, scope)
             if cls is not None:
                 self.class_attrs.setdefault(id(cls), {}).setdefault(target.attr, []).append((value, scope))
-
-    # ------------------------------------------------------------------ name resolution
-    def lookup(self, name: str, scope: Scope) -> Scope | None:
-        """The scope that binds ``name`` as seen from ``scope`` (class scopes are skipped for nested code)."""
-        s: Scope | None = scope
-        first = True
-        while s is not None:
-            if (first or s.kind != "class") and (name in s.assigns or name in s.imports):
-                return s
-            first = False
-            s = s.parent
-        return None
-
-    def self_class(self, node: ast.AST, scope: Scope) -> Scope | None:
-        """The class scope when ``node`` is the ``self`` parameter of one of its methods."""
-        if type(node) is not ast.Name:
-            return None
-        s = self.lookup(node.id, scope)
-        if (
-            s is not None
-            and s.kind == "function"
-            and s.params
-            and s.params[0] == node.id
-            and s.parent is not None
-            and s.parent.kind == "class"
-        ):
-            return s.parent
-        return None
-
-    def attr_values(self, node: ast.Attribute, scope: Scope) -> list[tuple[ast.AST, Scope]] | None:
-        """What ``self.attr`` was bound to: in the class's methods or its body; None if not ``self.x``."""
-        cls = self.self_class(node.value, scope)
-        if cls is None:
-            return None
-        out = list(self.class_attrs.get(id(cls), {}).get(node.attr, ()))
-        out += [(v, cls) for v in cls.assigns.get(node.attr, ()) if v is not None]
-        return out
-
-    def external(self, q: str | None) -> tuple[dict, str, str] | None:
-        """(summary entry, kind, label) of a name another file of the linted tree defines: ``q`` is an
-        import-qualified name (``helpers.new_id``); kind is ``func`` or ``value``."""
-        if not q:
-            return None
-        mod, _, name = q.rpartition(".")
-        if not mod or is_library(mod):
-            return None
-        self.wants.add(q)
-        summary = self.externals.get(mod)
-        if summary is None:
-            return None
-        return self._in_summary(summary, name)
-
-    @staticmethod
-    def _in_summary(summary: dict, name: str) -> tuple[dict, str, str] | None:
-        label = summary.get("path", "?")
-        if name in summary.get("funcs", {}):
-            return summary["funcs"][name], "func", label
-        if name in summary.get("values", {}):
-            return summary["values"][name], "value", label
-        return None
-
-    def _star_summaries(self, name: str, scope: Scope) -> Iterator[dict]:
-        """The summaries of modules imported with ``*`` / notebooks ``%run`` here (noted as wanted for ``name``)."""
-        s: Scope | None = scope
-        while s is not None:
-            for mod in (m for m in s.star if not is_library(m)):
-                self.wants.add(f"{mod}.{name}")
-                if mod in self.externals:
-                    yield self.externals[mod]
-            s = s.parent
-
-    def _star_external(self, name: str, scope: Scope) -> tuple[dict, str, str] | None:
-        """A name defined by a module imported with ``*`` or a notebook run with ``%run``."""
-        return next((f for sm in self._star_summaries(name, scope) if (f := self._in_summary(sm, name))), None)
-
-    def resolve_external(self, node: ast.AST, scope: Scope) -> tuple[dict, str, str] | None:
-        """The other-file definition a Name/Attribute refers to, if any."""
-        if type(node) is ast.Name and self.lookup(node.id, scope) is None:
-            return self._star_external(node.id, scope)
-        return self.external(self._import_path(node, scope))
-
-    def _import_path(self, node: ast.AST, scope: Scope) -> str | None:
-        node, parts = _dotted(node)
-        if node is None:
-            return None
-        s = self.lookup(node.id, scope)
-        if s is None or node.id not in s.imports or node.id in s.assigns:
-            return None
-        return ".".join([s.imports[node.id], *reversed(parts)])
-
-    def qualname(self, node: ast.AST, scope: Scope) -> str | None:
-        """Import-qualified dotted name of a Name/Attribute chain, or None when it is not from an import."""
-        node, parts = _dotted(node)
-        if node is None:
-            return None
-        s = self.lookup(node.id, scope)
-        if s is None:
-            for mod in self._star_modules(scope):
-                if node.id in self._spark_names or node.id in ("col", "expr", "udf"):
-                    return ".".join([mod, node.id, *reversed(parts)])
-            imported = (sm["imports"][node.id] for sm in self._star_summaries(node.id, scope)
-                        if node.id in sm.get("imports", {}))  # a name a %run notebook imports
-            conventional = CONVENTIONAL.get(node.id) or next(imported, None)
-            if conventional is not None and self._star_external(node.id, scope) is None:
-                return ".".join([conventional, *reversed(parts)])
-            return None
-        if node.id not in s.imports:
-            return None
-        if node.id in s.assigns and not all(
-            type(v) is ast.Constant and v.value is None for v in s.assigns[node.id]
-        ):
-            return None  # rebound locally: a def, a parameter or an assignment shadows the import
-        # (``except ImportError: F = None`` keeps the import's meaning)
-        return ".".join([s.imports[node.id], *reversed(parts)])
-
-    def _star_modules(self, scope: Scope) -> list[str]:
-        out: list[str] = []
-        s: Scope | None = scope
-        while s is not None:
-            out.extend(m for m in s.star if m in SPARK_FUNCTION_MODULES)
-            s = s.parent
-        return out
-
-    @staticmethod
-    def spark_name(q: str | None) -> str | None:
-        if q is None or "." not in q:
-            return None
-        mod, name = q.rsplit(".", 1)
-        return name if mod in SPARK_FUNCTION_MODULES else None
-
-    def is_udf_factory(self, node: ast.AST, scope: Scope) -> bool:
-        if type(node) is ast.Call:
-            node = node.func
-        q = self.qualname(node, scope)
-        if q is not None:
-            return q.rsplit(".", 1)[-1] in self._udf_factories
-        return type(node) is ast.Name and node.id in self._udf_factories
-
-    def pipeline_decorator(self, fscope: Scope) -> tuple[str, ast.AST] | None:
-        """(name, decorator) when the ``def`` of ``fscope`` is a query function of a declarative pipeline
-        (``@dlt.table``, ``@dp.materialized_view(name=...)``, ``@dp.temporary_view``...), else None."""
-        node, outer = fscope.node, fscope.parent
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or outer is None:
-            return None
-        for dec in node.decorator_list:
-            func = dec.func if type(dec) is ast.Call else dec
-            name = pipeline_name(self.qualname(func, outer))
-            if name in PIPELINE_QUERY_DECORATORS:
-                return name, dec
-        return None
-
-    def is_import(self, name: str, scope: Scope) -> bool:
-        """Is ``name`` bound by an import only (not rebound) as seen from ``scope``?"""
-        s = self.lookup(name, scope)
-        return s is not None and name in s.imports and name not in s.assigns
 
     # ------------------------------------------------------------------ positions and text
     def span(self, node: ast.AST) -> Span:
@@ -502,19 +348,3 @@ def top_function(scope: Scope | None) -> Scope | None:
             return scope
         scope = scope.parent
     return None
-
-
-def dotted(node: ast.AST) -> str | None:
-    """The text of a Name/Attribute chain (``dbutils.widgets``), or None for any other expression."""
-    name, parts = _dotted(node)
-    return None if name is None else ".".join([name.id, *reversed(parts)])
-
-
-def _dotted(node: ast.AST) -> tuple[ast.Name | None, list[str]]:
-    """The name a Name/Attribute chain starts from and its attributes, innermost last (``a.b.c``: ``a``,
-    ``["c", "b"]``); None when the chain starts from anything else (a call, a subscript)."""
-    parts: list[str] = []
-    while type(node) is ast.Attribute:
-        parts.append(node.attr)
-        node = node.value
-    return (node if type(node) is ast.Name else None), parts

@@ -19,16 +19,16 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..base.structs import struct
-from .rule import Catalogue
 
 if TYPE_CHECKING:
-    from .context import Context
+    from ..flow.context import Context
 
 _BATCH_PARAM = re.compile(r"^(micro_?)?(batch|epoch)_?(id|no|num|number|idx|index)$", re.IGNORECASE)
 _TXN_CONFS = frozenset({"spark.databricks.delta.write.txnappid", "spark.databricks.delta.write.txnversion"})
 # the words that make the pre-filter analyze a file for the write rules (``dlt`` and ``pipelines`` name the
 # modules of the declarative pipelines' decorators)
-TRIGGERS = Catalogue(trigger_words=frozenset({"batch", "epoch", "merge", "upsertsink", "dlt", "pipelines"}))
+# words that make the pre-filter analyze a file for the write rules
+TRIGGER_WORDS = frozenset({"batch", "epoch", "merge", "upsertsink", "dlt", "pipelines"})
 
 
 @struct

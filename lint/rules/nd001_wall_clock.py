@@ -1,43 +1,6 @@
 """ND001: the wall clock."""
 
-from .rule import Catalogue, Invalid, Rule, Valid
-
-CATALOGUE = Catalogue(
-    python_calls=frozenset(
-        {
-            "datetime.datetime.now",
-            "datetime.datetime.utcnow",
-            "datetime.datetime.today",
-            "datetime.date.today",
-            "time.time",
-            "time.time_ns",
-            "time.monotonic",
-            "time.monotonic_ns",
-            "time.perf_counter",
-            "time.perf_counter_ns",
-            "time.process_time",
-            "pandas.Timestamp.now",
-            "pandas.Timestamp.utcnow",
-            "pandas.Timestamp.today",
-        }
-    ),
-    # time.localtime()/gmtime()/ctime()/asctime() and time.strftime(fmt) read the clock only without a time
-    python_calls_no_args=frozenset({"time.localtime", "time.gmtime", "time.ctime", "time.asctime"}),
-    python_calls_one_arg=frozenset({"time.strftime"}),
-    python_now_strings=frozenset({"pandas.Timestamp", "pandas.to_datetime", "numpy.datetime64"}),
-    spark_functions=frozenset(
-        {
-            "current_timestamp",
-            "current_date",
-            "curdate",
-            "current_time",
-            "now",
-            "localtimestamp",
-            "unix_timestamp",
-        }
-    ),
-    spark_no_arg_only=frozenset({"unix_timestamp"}),
-)
+from .rule import Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND001",
@@ -69,7 +32,6 @@ A declarative pipeline's CDC flow (`dlt.apply_changes`, `create_auto_cdc_flow` o
 `"current_timestamp()"`), is an error.
 """,
     why="Each replay sees a different time.",
-    catalogue=CATALOGUE,
     fix={
         "key": "derive the key from source columns, e.g. `sha2(concat_ws('|', col_a, col_b), 256)`; never from "
         "the clock.",

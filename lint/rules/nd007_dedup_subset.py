@@ -11,8 +11,8 @@ from ..model import chains
 from .rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
+    from ..flow.context import Context
     from ..model.scopes import Scope
-    from .context import Context
 
 
 def _selects_only(ctx: Context, node: ast.AST, scope: Scope, columns: list[str]) -> bool:

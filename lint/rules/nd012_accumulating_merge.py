@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..model import chains
 from ..values import sqlsimple
-from ._writes_common import TRIGGERS, const, sql_module
+from ._writes_common import TRIGGER_WORDS, const, sql_module
 from .rule import Invalid, Valid, WriteRule
 
 if TYPE_CHECKING:
-    from .context import Context
+    from ..flow.context import Context
 
 
 _UPDATE_CLAUSES = {  # method -> (keyword of the map, its position, keyword of the condition, its position)
@@ -361,7 +361,7 @@ lets the same batch through again, and so does a guard column the update sets to
         "union": "if elements may be removed by later batches, guard the clause with a newer-wins condition on "
         "a column it also sets, or rebuild the set from the batch.",
     },
-    catalogue=TRIGGERS,
+    trigger_words=TRIGGER_WORDS,
     method_hooks={m: _on_update_clause for m in _UPDATE_CLAUSES},
     module_hooks=(check_accumulating_merges,),
     invalid=(

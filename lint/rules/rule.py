@@ -1,14 +1,15 @@
-"""The rule class: one small object per rule carrying its code, catalogue, detector hooks,
-messages, documentation and examples.
+"""The rule class: one small object per rule carrying its code, detector hooks, messages, documentation and
+examples.
 
 Like Fixit's rules, every rule lists VALID and INVALID code examples next to its detector. They are the
 rule's tests (tests/lint/test_lint_rules.py runs each through the real analyzer) and its documentation
 (``--explain`` and docs/rules.md print them). Like ruff's one-file rules, a rule module
 (``rules/ndNNN_<slug>.py``, exposing ``RULE``; ``rules/__init__.py`` finds it) holds everything about its
-rule: what it finds (its ``catalogue`` entries), how (its ``method_hooks``, detectors the shared data flow in
-``analysis.py`` calls for every matching method call, and its ``module_hooks``; catalogue-only rules are
-evaluated by the flow itself), what it says (``verb``, ``fix`` and :meth:`Rule.message`), and why. The shared
-flow (scopes, bindings, taint to columns, SQL) names no rule code.
+rule but its sources: how it finds (its ``method_hooks``, detectors the collection pass calls for every
+matching method call, and its ``module_hooks``; rules that only report sources are evaluated by the flow
+itself), what it says (``verb``, ``fix`` and :meth:`Rule.message`), and why. What each rule recognizes as a
+source is data the stages below the rules read too: the catalogue, :mod:`upsertsink.lint.base.sources`,
+under the rule's code. The shared flow (scopes, bindings, taint to columns, SQL) names no rule code.
 """
 
 from __future__ import annotations
@@ -18,38 +19,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..base.structs import field, struct
+from ..base.types import FixSpec
 
 if TYPE_CHECKING:
     from ..model.semantic import SemanticModel
-
-
-@struct(frozen=True)
-class Catalogue:
-    """What a rule recognizes as a source. Python names are import-qualified; Spark names are bare function
-    names, the same in ``pyspark.sql.functions`` and in Spark SQL text (lower case)."""
-
-    python_calls: frozenset[str] = frozenset()  # always a source
-    python_calls_no_args: frozenset[str] = frozenset()  # a source only without arguments
-    python_calls_one_arg: frozenset[str] = frozenset()  # a source only with exactly one argument
-    python_now_strings: frozenset[str] = frozenset()  # a source when given "now"/"today"
-    python_modules: frozenset[str] = frozenset()  # every function of the module is a source...
-    python_module_neutral: frozenset[str] = frozenset()  # ...except these
-    python_module_seedable: frozenset[str] = frozenset()  # ...and these when given a seed
-    spark_functions: frozenset[str] = frozenset()  # value sources (also in SQL text)
-    spark_no_arg_only: frozenset[str] = frozenset()  # of those, sources only without an argument
-    window_functions: frozenset[str] = frozenset()  # results depend on the order among tied rows
-    ordered_ok: frozenset[str] = frozenset()  # deterministic over a window with a tie-free ordering
-    order_insensitive_args_of: frozenset[str] = frozenset()  # only their element order is arbitrary
-    order_fixing_functions: frozenset[str] = frozenset()  # make that element order irrelevant
-    udf_factories: frozenset[str] = frozenset()
-    sql_clauses: frozenset[str] = frozenset()
-    method_sources: frozenset[str] = (
-        frozenset()
-    )  # methods whose result is a source on any receiver  # SQL clauses that choose rows (``limit``, ``tablesample``)
-    trigger_words: frozenset[str] = frozenset()  # other words that must make the pre-filter analyze a file
-    # Spark functions whose seeded form belongs to this rule: (name, position of the seed argument);
-    # ``rand(42)`` repeats its values only for the same partitioning, unlike ``rand()``
-    spark_seeded: tuple[tuple[str, int], ...] = ()
 
 
 # A method hook: (analysis, call, scope) -> None; it records row effects or writes through the analysis.
@@ -66,48 +39,6 @@ def stable_seed(text: str) -> int:
     """A seed for a seed fix, derived from the call's position and text: stable, and different for two
     calls of one file (two `rand()` columns must not become equal)."""
     return zlib.crc32(text.encode("utf-8")) % 100_000
-
-
-@struct(frozen=True)
-class FixSpec:
-    """A fix a finding offers: what to rewrite (``kind``) at which node (``span``: 1-based line and character
-    column of the node's start and end, end exclusive), whether it is ``safe`` or ``unsafe`` (ruff's
-    applicability: an unsafe fix may change what the code means beyond the finding), the one-line
-    ``message`` shown with it, and the kind's parameters. The rewriting itself is done with libcst by
-    :mod:`upsertsink.lint.command.rewrite`; the analysis only says where and what."""
-
-    kind: str
-    span: tuple[int, int, int, int]
-    applicability: str
-    message: str
-    params: tuple[tuple[str, str], ...] = ()
-
-    def param(self, name: str, default: str = "") -> str:
-        """One parameter's value."""
-        return dict(self.params).get(name, default)
-
-    def to_dict(self) -> dict:
-        """Plain data for the cache (and the inverse of :meth:`from_dict`)."""
-        return {
-            "kind": self.kind,
-            "span": list(self.span),
-            "applicability": self.applicability,
-            "message": self.message,
-            "params": [list(p) for p in self.params],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> FixSpec:
-        """Rebuild a fix from :meth:`to_dict`'s data; raises KeyError/TypeError/ValueError on other data."""
-        line, col, end_line, end_col = (int(x) for x in data["span"])
-        params = tuple((str(k), str(v)) for k, v in data["params"])
-        return cls(
-            str(data["kind"]),
-            (line, col, end_line, end_col),
-            str(data["applicability"]),
-            str(data["message"]),
-            params,
-        )
 
 
 @struct(frozen=True)
@@ -163,7 +94,6 @@ class Rule:
     # declarative pipeline's function), where ``why`` does not describe it
     why_in: Mapping[str, str] = field(default_factory=dict)
     invalid: tuple[Invalid, ...] = field(default_factory=tuple)
-    catalogue: Catalogue = field(default_factory=Catalogue)
     # DataFrame method name -> detector called for every ``x.method(...)`` call of the analyzed code
     method_hooks: Mapping[str, MethodHook] = field(default_factory=dict)
     # attribute name -> detector called for every ``x.attr[...]`` read (pandas' ``iloc``): a subscript, never
@@ -176,6 +106,9 @@ class Rule:
     # what ``--fix`` does for this rule's findings, for the documentation ("" when it offers none)
     autofix: str = ""
     family: str = "Nondeterministic values"
+    # words that must make the pre-filter analyze a file for this rule's hooks (its sources' words are
+    # in the catalogue, :mod:`upsertsink.lint.base.sources`)
+    trigger_words: frozenset[str] = frozenset()
 
     TARGETS: ClassVar[tuple[str, ...]] = ("key", "sequence", "column", "rows", "write")
 

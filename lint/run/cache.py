@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..check.checker import ABSENT, FileResult, Finding
+from ..check.checker import FileResult, Finding
+from ..values.paths import ABSENT
 from .config import Settings
 
 try:  # hashlib's OpenSSL half costs a few milliseconds to load and BLAKE2 does not need it

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..base.structs import field, struct
+from ..check.checker import DEFAULT_KEY_PATTERNS
 from . import runrecord
 
 if TYPE_CHECKING:
@@ -103,10 +104,6 @@ SETTINGS: tuple[SettingDoc, ...] = (
     ),
 )
 TABLE_KEYS = {s.name for s in SETTINGS}
-# Column names taken as keys of a table the code writes when no other key is known for them (fnmatch
-# globs, case-insensitive): surrogate and hash keys. `*_id` is left out on purpose: run_id, batch_id and
-# job_id audit columns are often filled from a uuid or the clock and are not keys (docs/linter.md).
-DEFAULT_KEY_PATTERNS = ["id", "pk", "sk", "*_key", "*_pk", "*_sk"]
 
 
 class ConfigError(Exception):

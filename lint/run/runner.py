@@ -26,24 +26,10 @@ from .cache import Cache, blake2b
 from .config import Settings
 from .discovery import discover_real, display_path, is_excluded
 from .imports import ProjectModules, RunFile, Tree, module_root
-from .workers import Workers, enough_work
+from .workers import Stats, Workers, enough_work
 
 # Loaded when needed (start-up counts for small runs): pathspec when an ignore file or glob has a form beyond
 # lint/run/globs.py's, the process pool when there is enough work for it, the analysis when a file is not cached.
-
-
-@struct
-class Stats:
-    """What a run cost: how many files were checked, parsed, served from cache, skipped unparsed."""
-
-    files_checked: int = 0
-    parsed: int = 0
-    cache_hits: int = 0
-    prefiltered: int = 0
-    workers: int = 1
-    sql_group: int = 0  # files analyzed together by one worker because they hold SQL text (lint/run/workers.py)
-    modules_read: int = 0  # project modules outside the linted files, read for the values they export
-    unread: int = 0  # cache hits known by their stat (modification time and size): not even read
 
 
 @struct

@@ -13,12 +13,26 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..base.structs import struct
 from ..check.checker import CheckOptions, FileResult, check_bytes, main_guard
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
 
-    from .runner import Stats
+
+@struct
+class Stats:
+    """What a run cost: how many files were checked, parsed, served from cache, skipped unparsed."""
+
+    files_checked: int = 0
+    parsed: int = 0
+    cache_hits: int = 0
+    prefiltered: int = 0
+    workers: int = 1
+    sql_group: int = 0  # files analyzed together by one worker because they hold SQL text (lint/run/workers.py)
+    modules_read: int = 0  # project modules outside the linted files, read for the values they export
+    unread: int = 0  # cache hits known by their stat (modification time and size): not even read
+
 
 PARALLEL_MIN_FILES = 8
 PARALLEL_MIN_BYTES = 256 * 1024

@@ -15,12 +15,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ..base.spark_api import FRAME_PROPERTIES, NAME_ARG_FUNCTIONS, ORDER_WRAPPERS
-from ..check.checker import ABSENT
 from ..model.callsites import arguments
 from ..model.scopes import Scope
 from ..model.semantic import SemanticModel
 from .formats import str_format
-from .paths import find_sql_file, path_value, shown
+from .paths import ABSENT, find_sql_file, path_value, shown
 from .strings import PosText, literal_text, stand_in_literal
 
 Env = tuple  # of dict[str, PosText]: loop variables, innermost last

@@ -16,8 +16,21 @@ from typing import TYPE_CHECKING
 from .strings import PosText
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from ..model.scopes import Scope
-    from .evaluate import Env, Values
+    from ..model.semantic import SemanticModel
+
+    Env = tuple  # as in evaluate: of dict[str, PosText], loop variables, innermost last
+
+    class Values(Protocol):
+        """What a ``format`` call needs of :class:`~upsertsink.lint.values.evaluate.Values` (which imports
+        this module)."""
+
+        model: SemanticModel
+
+        def str_value(self, node: ast.AST | None, scope: Scope, env: Env = ()) -> PosText | None: ...
+        def hole(self, node: ast.AST, pos: tuple[int, int]) -> PosText: ...
 
 
 def str_format(values: Values, base: PosText, call: ast.Call, scope: Scope, env: Env) -> PosText | None:

@@ -9,9 +9,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..model.scopes import Scope
-    from .evaluate import Values
+    from typing import Protocol
 
+    from ..model.scopes import Scope
+    from ..model.semantic import SemanticModel
+    from .strings import PosText
+
+    class Values(Protocol):
+        """What a path or a table name needs of :class:`~upsertsink.lint.values.evaluate.Values` (which
+        imports this module)."""
+
+        model: SemanticModel
+        origin: str | None
+
+        def str_value(self, node: ast.AST | None, scope: Scope) -> PosText | None: ...
+        def const_strings(self, node: ast.AST | None, scope: Scope) -> list[str] | None: ...
+
+
+# The digest of a place a .sql file was looked for and not found (a file result's ``deps``): one appearing there
+# later changes what the code reads.
+ABSENT = ""
 
 def table_name(values: Values, node: ast.AST | None, scope: Scope) -> str | None:
     """The table name or path an expression gives: a string (``base + "/orders"``, an f-string, a name or

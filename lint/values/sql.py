@@ -13,8 +13,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from ..base.sources import SQL_CLAUSES
 from ..base.structs import field, struct
-from ..catalogue import SQL_CLAUSES
 from . import sqlsimple
 from .sqlparts import Positions, SqlPart, SqlSite, column_name, exp_module, part_of, sqlglot_module
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from ..base.structs import field, struct
-from ..catalogue import (
+from ..base.sources import (
     ORDER_INSENSITIVE_ARGS_OF,
     SPARK_FUNCTIONS,
     SPARK_NO_ARG_ONLY,
@@ -19,6 +18,7 @@ from ..catalogue import (
     SPARK_SEEDED,
     WINDOW_TIES_CODE,
 )
+from ..base.structs import field, struct
 
 
 @struct(frozen=True)

@@ -697,7 +697,7 @@ def test_a_sink_write_in_a_pipeline_function_is_not_nd014() -> None:
 
 
 def test_pipeline_files_are_not_skipped_by_the_prefilter() -> None:
-    from upsertsink.lint.catalogue import has_trigger
+    from upsertsink.lint.rules.hooks import has_trigger
 
     assert has_trigger(b"dlt.apply_changes(target='t', source='s', keys=['id'], sequence_by='v')")
     assert has_trigger(b"dp.create_auto_cdc_flow(target='t', source='s', keys=['id'], sequence_by='v')")

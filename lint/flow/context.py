@@ -2,7 +2,7 @@
 and the report), and nothing of the stages' internals.
 
 Rules take part twice. While the facts are collected, a rule's method hooks (its extractors) see a context
-whose ``facts`` is the :class:`~upsertsink.lint.flow.collect.Collector` (to add row choices and the rule's own
+whose ``facts`` is the :class:`~upsertsink.lint.flow.facts.Collector` (to add row choices and the rule's own
 facts) and whose ``keys`` and ``taint`` are None: no data flow exists yet. Once the facts are frozen, its
 module hooks see the full context and report findings with :meth:`Context.report`.
 """
@@ -12,16 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..base.structs import field, struct
-from ..flow.facts import Reach, Span, Src
+from ..base.types import FixSpec, Reach, Span, Src
 
 if TYPE_CHECKING:
-    from ..flow.collect import Collector
-    from ..flow.facts import Facts
-    from ..flow.keys import Keys
-    from ..flow.taint import Taint
     from ..model.semantic import SemanticModel
     from ..values.evaluate import Values
-    from .rule import FixSpec
+    from .facts import Collector, Facts
+    from .keys import Keys
+    from .taint import Taint
 
 
 @struct
