@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, ClassVar, overload
 from ..base.structs import field, replace, struct
 
 if TYPE_CHECKING:
-    from ..base.types import FixSpec, Src
+    import ast
+
+    from ..base.types import FixSpec, Reach, Src
     from .notebooks import Converted
 
 # The analysis, the rules, the notebook readers, ast and tokenize load on the first file that is checked
@@ -180,52 +182,19 @@ def check_bytes(
 ) -> FileResult:
     """Check the contents of one file (a module, a Jupyter notebook or a Databricks source export).
     ``path`` labels the findings and tells a notebook (``.ipynb``) from Python source."""
-    import ast
-    import warnings
-
-    from ..rules import RULES
     from ..rules.hooks import has_trigger
-    from .analysis import ModuleAnalysis
-    from .notebooks import NotebookError, convert_databricks, convert_ipynb, is_databricks_source
 
     opts = options or CheckOptions()
     keys = list(keys) or list(opts.keys)
     sequence = list(sequence) or list(opts.sequence)
     if FILE_NOQA in data:
         return FileResult([], False)
-    analyze = not prefilter or has_trigger(data) or bool(opts.externals)
-    conv: Converted | None = None
-    text = ""
-    try:
-        if path.endswith(".ipynb"):
-            conv = convert_ipynb(data.decode("utf-8-sig"))
-            text = conv.text
-        else:
-            text = decode(data)
-            if is_databricks_source(text):
-                conv = convert_databricks(text)
-                text = conv.text
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences etc. are the checked code's business
-            tree = ast.parse(text, filename=path)
-        if not analyze:
-            # no trigger word: no finding is possible; the C parser only confirms the syntax (ND000)
-            return FileResult([], False)
-        lines = SourceLines(text)
-    except SyntaxError as exc:
-        newer = sys.version_info < (3, 12) and _newer_syntax(text, exc)
-        return FileResult([_parse_error(path, exc.lineno or 1, exc.offset or 1, exc.msg, conv, newer)], True)
-    except NotebookError as exc:
-        return FileResult([_parse_error(path, 1, 1, str(exc)[:160])], True)
-    except (UnicodeDecodeError, LookupError) as exc:
-        line = col = 1
-        if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):  # where the byte is
-            before = exc.object[: exc.start]
-            line, col = before.count(b"\n") + 1, len(before) - before.rfind(b"\n")
-        why = f"cannot decode the file ({exc.__class__.__name__}: {str(exc)[:120]})"
-        return FileResult([_parse_error(path, line, col, why)], True)
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return FileResult([_parse_error(path, 1, 1, f"{exc.__class__.__name__}: {str(exc)[:120]}")], True)
+    parsed = _parse(path, data, analyze=not prefilter or has_trigger(data) or bool(opts.externals))
+    if isinstance(parsed, FileResult):
+        return parsed
+    tree, text, lines, conv = parsed
+    from .analysis import ModuleAnalysis
+
     try:
         analysis = ModuleAnalysis(
             tree,
@@ -246,6 +215,61 @@ def check_bytes(
             analysis.release()  # no reference cycles left behind: nothing for a garbage collection to do
     except RecursionError:
         return FileResult([_parse_error(path, 1, 1, "the code is nested too deeply to analyze")], True)
+    findings = _findings(path, raw, text, lines, conv)
+    return FileResult(findings, True, summary, sorted(analysis.wants), dict(analysis.deps))
+
+
+def _parse(
+    path: str, data: bytes, analyze: bool
+) -> tuple[ast.Module, str, SourceLines, Converted | None] | FileResult:
+    """The file's syntax tree, text, lines and notebook conversion; or its result when there is nothing to
+    analyze (``analyze`` False: no trigger word, the syntax only is checked) or it cannot be read (ND000)."""
+    import ast
+    import warnings
+
+    from .notebooks import NotebookError, convert_databricks, convert_ipynb, is_databricks_source
+
+    conv: Converted | None = None
+    text = ""
+    try:
+        if path.endswith(".ipynb"):
+            conv = convert_ipynb(data.decode("utf-8-sig"))
+            text = conv.text
+        else:
+            text = decode(data)
+            if is_databricks_source(text):
+                conv = convert_databricks(text)
+                text = conv.text
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences etc. are the checked code's business
+            tree = ast.parse(text, filename=path)
+        if not analyze:
+            # no trigger word: no finding is possible; the C parser only confirms the syntax (ND000)
+            return FileResult([], False)
+        return tree, text, SourceLines(text), conv
+    except SyntaxError as exc:
+        newer = sys.version_info < (3, 12) and _newer_syntax(text, exc)
+        return FileResult([_parse_error(path, exc.lineno or 1, exc.offset or 1, exc.msg, conv, newer)], True)
+    except NotebookError as exc:
+        return FileResult([_parse_error(path, 1, 1, str(exc)[:160])], True)
+    except (UnicodeDecodeError, LookupError) as exc:
+        line = col = 1
+        if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):  # where the byte is
+            before = exc.object[: exc.start]
+            line, col = before.count(b"\n") + 1, len(before) - before.rfind(b"\n")
+        why = f"cannot decode the file ({exc.__class__.__name__}: {str(exc)[:120]})"
+        return FileResult([_parse_error(path, line, col, why)], True)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return FileResult([_parse_error(path, 1, 1, f"{exc.__class__.__name__}: {str(exc)[:120]}")], True)
+
+
+def _findings(
+    path: str, raw: list[Reach], text: str, lines: SourceLines, conv: Converted | None
+) -> list[Finding]:
+    """The findings of what the analysis found (``raw``): one per source position and rule, its message
+    written, those a ``# noqa`` silences left out, moved to where a notebook's user sees them."""
+    from ..rules import RULES
+
     findings: list[Finding] = []
     seen: set[tuple[int, int, str]] = set()
     noqa_text = text if raw and "noqa" in text.lower() else None
@@ -258,26 +282,22 @@ def check_bytes(
         seen.add(key)
         if _suppressed(lines, src, noqa_text, noqa_state):
             continue
-        findings.append(
-            _located(
-                Finding(
-                    path,
-                    src.line,
-                    src.col,
-                    src.end_line,
-                    src.end_col,
-                    src.rule,
-                    reach.severity,
-                    RULES[src.rule].message(reach),
-                    reach.target,
-                    reach.column,
-                    fix=src.fix.to_dict() if src.fix is not None and _rewritable(conv) else None,
-                    table=reach.table,
-                ),
-                conv,
-            )
+        finding = Finding(
+            path,
+            src.line,
+            src.col,
+            src.end_line,
+            src.end_col,
+            src.rule,
+            reach.severity,
+            RULES[src.rule].message(reach),
+            reach.target,
+            reach.column,
+            fix=src.fix.to_dict() if src.fix is not None and _rewritable(conv) else None,
+            table=reach.table,
         )
-    return FileResult(findings, True, summary, sorted(analysis.wants), dict(analysis.deps))
+        findings.append(_located(finding, conv))
+    return findings
 
 
 def fixable(findings: list[Finding], unsafe: bool) -> list[Finding]:

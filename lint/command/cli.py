@@ -1,8 +1,9 @@
 """``upsertsink lint`` / ``python -m upsertsink.lint``: the linter's command line (flags as ruff has them).
 
 The click command is built from the option table (:mod:`upsertsink.lint.command.options`) and runs
-:func:`upsertsink.lint.command.main.run_lint`. The ``upsertsink`` entry point reads plain command lines without
-click (:func:`upsertsink.lint.command.main.quick_main`) and comes here for the rest: ``--help``, usage errors.
+:func:`upsertsink.lint.command.main.run_lint`. The ``upsertsink`` entry point reads plain command lines
+without click (:func:`upsertsink.lint.command.main.quick_main`) and comes here for the rest: ``--help``,
+usage errors.
 
 Errors are one line, ``upsertsink: error: <message>``, on stderr with exit code 2, for usage errors (an
 unknown flag, a bad ``--format`` or ``UPSERTSINK_OUTPUT_FORMAT``) as much as for configuration errors,
@@ -20,7 +21,7 @@ import click
 
 from ..run import runrecord
 from .main import LintUsageError, error_line, run_lint
-from .options import OPTIONS, Option
+from .options import OPTIONS, LintArgs, Option
 
 _RAW_ARGS = "upsertsink.lint.args"
 
@@ -82,7 +83,7 @@ def _lint(**params: Any) -> None:
     (named by --stdin-filename). Exit code 0: no finding at or above --fail-on; 1: findings (with --diff:
     fixes to apply); 2: usage or configuration error.
     """
-    run_lint(click.get_current_context().meta.get(_RAW_ARGS, []), **params)
+    run_lint(click.get_current_context().meta.get(_RAW_ARGS, []), LintArgs(**params))
 
 
 def _command() -> click.Command:

@@ -1,9 +1,10 @@
 """What ``upsertsink lint`` does once its command line is read: the lint run, the fixes, the report, and
 the commands that print and exit (``--explain``, ``--show-settings``, ``--show-files``, ``--clean``).
 
-It imports no click: the command line is read either by click (:mod:`upsertsink.lint.command.cli`: ``--help``, usage
-errors, ``python -m upsertsink.lint``) or, for the ``upsertsink`` entry point, by
-:func:`upsertsink.lint.command.options.quick_parse` (:func:`quick_main`), and both call :func:`run_lint`.
+It imports no click: the command line is read either by click (:mod:`upsertsink.lint.command.cli`:
+``--help``, usage errors, ``python -m upsertsink.lint``) or, for the ``upsertsink`` entry point, by
+:func:`upsertsink.lint.command.options.quick_parse` (:func:`quick_main`), and both call :func:`run_lint`
+with the command line read (:class:`~upsertsink.lint.command.options.LintArgs`).
 Errors are one line, ``upsertsink: error: <message>``, on stderr with exit code 2.
 """
 
@@ -23,6 +24,7 @@ from ..run.cache import CACHE_DIR
 from ..run.config import ConfigError, Settings, resolve_settings, settings_toml, split_codes
 from ..run.discovery import PathError, discover, display_path, is_excluded
 from ..run.runner import RunResult, lint_paths
+from .options import LintArgs
 
 EXIT_USAGE = 2
 
@@ -49,15 +51,15 @@ def _echo(text: str, err: bool = False, nl: bool = True) -> None:
 
 
 def quick_main(args: Sequence[str]) -> int | None:
-    """``upsertsink lint ARGS`` without click, when :func:`~upsertsink.lint.command.options.quick_parse` reads the
-    command line; the exit code, or None to hand the command line to click."""
+    """``upsertsink lint ARGS`` without click, when :func:`~upsertsink.lint.command.options.quick_parse` reads
+    the command line; the exit code, or None to hand the command line to click."""
     from .options import quick_parse
 
     params = quick_parse(args)
     if params is None:
         return None
     try:
-        run_lint(list(args), **params)
+        run_lint(list(args), LintArgs(**params))
     except LintUsageError as exc:
         error_line(exc.format_message())
         return exc.exit_code
@@ -78,144 +80,161 @@ def quick_main(args: Sequence[str]) -> int | None:
     return 0
 
 
-def run_lint(
-    raw_args: Sequence[str],
-    paths: tuple[Path, ...],
-    fmt: str,
-    keys: tuple[str, ...],
-    sequence: tuple[str, ...],
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    fail_on: str | None,
-    config: Path | None,
-    fix: bool,
-    unsafe_fixes: bool,
-    diff: bool,
-    add_noqa: bool,
-    statistics: bool,
-    output_file: Path | None,
-    exit_zero: bool,
-    quiet: bool,
-    no_cache: bool,
-    clean: bool,
-    force_exclude: bool,
-    explain: str | None,
-    extend_select: tuple[str, ...] = (),
-    exclude: tuple[str, ...] = (),
-    extend_exclude: tuple[str, ...] = (),
-    stdin_filename: str | None = None,
-    show_files: bool = False,
-    show_settings: bool = False,
-) -> None:
-    """Run ``upsertsink lint`` with the parameters its options give (:mod:`upsertsink.lint.command.options`);
-    ``raw_args`` (the command line after ``lint``) keys the run's record. Usage and configuration errors raise
-    :class:`LintUsageError`; the exit code of findings is ``sys.exit``'s."""
-    if explain is not None:
-        from ..rules import RULES
-
-        code = explain.strip().upper()
-        if code not in RULES:
-            raise LintUsageError(f"unknown rule code {explain!r} (known: {', '.join(RULES)})")
-        _echo(RULES[code].explain(), nl=False)
+def run_lint(raw_args: Sequence[str], args: LintArgs) -> None:
+    """Run ``upsertsink lint`` with the command line ``args`` (read by click or by
+    :func:`~upsertsink.lint.command.options.quick_parse`); ``raw_args`` (the command line after ``lint``) keys
+    the run's record. Usage and configuration errors raise :class:`LintUsageError`; the exit code of findings
+    is ``sys.exit``'s."""
+    if args.explain is not None:
+        _explain(args.explain)
         return
-    if add_noqa and (fix or diff):
-        raise LintUsageError("--add-noqa cannot be combined with --fix or --diff")
-    stdin_name = _stdin_name(paths, stdin_filename)
-    if stdin_name is not None and add_noqa:
-        raise LintUsageError("--add-noqa cannot be used with standard input ('-'): it edits files")
-    targets = [] if stdin_name is not None else (list(paths) or [Path(".")])
+    stdin_name = _check_combinations(args)
+    targets = [] if stdin_name is not None else (list(args.paths) or [Path(".")])
     record = None
-    if not (fix or diff or add_noqa or no_cache) and _recordable(stdin_name, output_file, fmt):
+    if not (args.fix or args.diff or args.add_noqa or args.no_cache) and _recordable(stdin_name, args):
         # (--clean, --show-settings and --show-files return before the end, where a record is saved)
         record = runrecord.start(list(raw_args))
     try:
-        split_codes(select, "--select")
-        split_codes(extend_select, "--extend-select")
-        split_codes(ignore, "--ignore")
-        settings = resolve_settings(
-            targets or [stdin_name],
-            config,
-            keys,
-            sequence,
-            select,
-            ignore,
-            fail_on,
-            extend_select=extend_select,
-            exclude=exclude or None,
-            extend_exclude=extend_exclude,
-        )
-        settings.force_exclude = force_exclude
-        if clean:
-            _clean(settings, quiet)
-            return
-        if show_settings:
-            _echo(_show_settings(settings, targets or [stdin_name], fmt), nl=False)
-            return
-        if show_files:
-            _show_files(targets, settings, stdin_name)
+        settings = _settings(args, targets or [stdin_name])
+        if _printed_and_done(args, settings, targets, stdin_name):
             return
         stdin = (stdin_name, _read_stdin()) if stdin_name is not None else None
-        with _progress_bar(enabled=not quiet) as progress:
-            result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress, stdin=stdin)
+        with _progress_bar(enabled=not args.quiet) as progress:
+            use_cache = not args.no_cache
+            result = lint_paths(targets, settings, use_cache=use_cache, progress=progress, stdin=stdin)
     except (ConfigError, PathError) as exc:
         raise LintUsageError(str(exc)) from exc
-    if stdin is not None and (fix or diff):
-        _fix_stdin(stdin, result, settings, fmt, unsafe_fixes, diff, exit_zero, quiet, no_cache)
+    if stdin is not None and (args.fix or args.diff):
+        _fix_stdin(stdin, result, settings, args)
         return
-    out = _Output(output_file)
-    if add_noqa:
-        _add_noqa(result, quiet)
+    if args.add_noqa:
+        _add_noqa(result, args.quiet)
         return
-    if fix or diff:
-        from .apply_fixes import apply_fixes
-
-        outcome = apply_fixes(result, settings, unsafe=unsafe_fixes, write=not diff)
-        if diff:
-            out.write("".join(edit.diff() for edit in outcome.edits if edit.changed))
-            out.close()
-            if not quiet:
-                _note(outcome.summary(dry_run=True))
-            sys.exit(1 if outcome.fixed and not exit_zero else 0)
-        if not quiet:
-            _note(outcome.summary(dry_run=False))
-        # what is left: the fixed files linted again (unchanged files come from the cache)
-        with _progress_bar(enabled=False) as progress:
-            result = lint_paths(targets, settings, use_cache=not no_cache, progress=progress)
-    from ..check.checker import fixable
-    from .report import render, render_statistics
-
-    can_fix = fixable(result.findings, unsafe_fixes)
-    if statistics:
-        out.write(render_statistics(fmt, result.findings, {id(f) for f in can_fix}))
-    else:
-        out.write(
-            render(
-                fmt,
-                result.findings,
-                result.stats.files_checked,
-                settings.root,
-                quiet=quiet,
-                fixable={id(f) for f in can_fix},
-            )
-        )
-    out.close()
-    if not quiet and fmt in ("text", "full", "concise"):
-        _fix_hint(result, can_fix, unsafe_fixes)
-    failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
-    code = 1 if not exit_zero and any(f.severity in failing for f in result.findings) else 0
+    out = _Output(args.output_file)
+    if args.fix or args.diff:
+        result = _apply_fixes(result, settings, targets, args, out)
+    code = _report(result, settings, args, out)
     if record is not None:
         record.save(code, str(settings.root))
     if code:
         sys.exit(code)
 
 
-def _recordable(stdin_name: Path | None, output_file: Path | None, fmt: str) -> bool:
+def _explain(code: str) -> None:
+    """``--explain CODE``: the rule's documentation."""
+    from ..rules import RULES
+
+    rule = RULES.get(code.strip().upper())
+    if rule is None:
+        raise LintUsageError(f"unknown rule code {code!r} (known: {', '.join(RULES)})")
+    _echo(rule.explain(), nl=False)
+
+
+def _check_combinations(args: LintArgs) -> Path | None:
+    """Refuse the flags that cannot go together; the name standard input is linted under, if it is read."""
+    if args.add_noqa and (args.fix or args.diff):
+        raise LintUsageError("--add-noqa cannot be combined with --fix or --diff")
+    stdin_name = _stdin_name(args.paths, args.stdin_filename)
+    if stdin_name is not None and args.add_noqa:
+        raise LintUsageError("--add-noqa cannot be used with standard input ('-'): it edits files")
+    return stdin_name
+
+
+def _settings(args: LintArgs, targets: list[Path]) -> Settings:
+    """The run's settings: the config found for ``targets`` (or given) with the command line's flags."""
+    split_codes(args.select, "--select")
+    split_codes(args.extend_select, "--extend-select")
+    split_codes(args.ignore, "--ignore")
+    settings = resolve_settings(
+        targets,
+        args.config,
+        args.keys,
+        args.sequence,
+        args.select,
+        args.ignore,
+        args.fail_on,
+        extend_select=args.extend_select,
+        exclude=args.exclude or None,
+        extend_exclude=args.extend_exclude,
+    )
+    settings.force_exclude = args.force_exclude
+    return settings
+
+
+def _printed_and_done(
+    args: LintArgs, settings: Settings, targets: list[Path], stdin_name: Path | None
+) -> bool:
+    """``--clean``, ``--show-settings`` and ``--show-files``: do it, and say the command is done."""
+    if args.clean:
+        _clean(settings, args.quiet)
+    elif args.show_settings:
+        _echo(_show_settings(settings, targets or [stdin_name], args.fmt), nl=False)
+    elif args.show_files:
+        _show_files(targets, settings, stdin_name)
+    else:
+        return False
+    return True
+
+
+def _apply_fixes(
+    result: RunResult, settings: Settings, targets: list[Path], args: LintArgs, out: _Output
+) -> RunResult:
+    """``--fix`` (the files rewritten; what remains is linted again) or ``--diff`` (printed; the command
+    exits)."""
+    from .apply_fixes import apply_fixes
+
+    outcome = apply_fixes(result, settings, unsafe=args.unsafe_fixes, write=not args.diff)
+    if args.diff:
+        out.write("".join(edit.diff() for edit in outcome.edits if edit.changed))
+        out.close()
+        if not args.quiet:
+            _note(outcome.summary(dry_run=True))
+        sys.exit(1 if outcome.fixed and not args.exit_zero else 0)
+    if not args.quiet:
+        _note(outcome.summary(dry_run=False))
+    # what is left: the fixed files linted again (unchanged files come from the cache)
+    with _progress_bar(enabled=False) as progress:
+        return lint_paths(targets, settings, use_cache=not args.no_cache, progress=progress)
+
+
+def _report(result: RunResult, settings: Settings, args: LintArgs, out: _Output) -> int:
+    """Write the report (or the statistics) and the fix hint; the exit code of the findings."""
+    from ..check.checker import fixable
+    from .report import render, render_statistics
+
+    can_fix = fixable(result.findings, args.unsafe_fixes)
+    if args.statistics:
+        out.write(render_statistics(args.fmt, result.findings, {id(f) for f in can_fix}))
+    else:
+        out.write(
+            render(
+                args.fmt,
+                result.findings,
+                result.stats.files_checked,
+                settings.root,
+                quiet=args.quiet,
+                fixable={id(f) for f in can_fix},
+            )
+        )
+    out.close()
+    if not args.quiet and args.fmt in ("text", "full", "concise"):
+        _fix_hint(result, can_fix, args.unsafe_fixes)
+    return _exit_code(result, settings, args.exit_zero)
+
+
+def _exit_code(result: RunResult, settings: Settings, exit_zero: bool) -> int:
+    """1 when a finding is at or above ``fail-on`` (and not ``--exit-zero``), else 0."""
+    failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
+    return 1 if not exit_zero and any(f.severity in failing for f in result.findings) else 0
+
+
+def _recordable(stdin_name: Path | None, args: LintArgs) -> bool:
     """Does the run leave a record (runrecord)? Only a report of files on stdout, in a format that depends
     on nothing but the findings."""
     return (
         stdin_name is None
-        and output_file is None
-        and fmt not in runrecord.UNRECORDED_FORMATS
+        and args.output_file is None
+        and args.fmt not in runrecord.UNRECORDED_FORMATS
         and not os.environ.get(runrecord.OFF_ENV)
     )
 
@@ -239,17 +258,7 @@ def _read_stdin() -> bytes:
     return data.encode("utf-8") if isinstance(data, str) else data
 
 
-def _fix_stdin(
-    stdin: tuple[Path, bytes],
-    result: RunResult,
-    settings: Settings,
-    fmt: str,
-    unsafe: bool,
-    diff: bool,
-    exit_zero: bool,
-    quiet: bool,
-    no_cache: bool,
-) -> None:
+def _fix_stdin(stdin: tuple[Path, bytes], result: RunResult, settings: Settings, args: LintArgs) -> None:
     """``--fix`` / ``--diff`` on standard input, as ruff does them: ``--fix`` prints the fixed source on
     stdout and reports what remains on stderr; ``--diff`` prints the diff (exit 1 when there is a fix)."""
     from ..check.checker import decode
@@ -260,23 +269,24 @@ def _fix_stdin(
     edit = None
     if not name.name.endswith(".ipynb"):  # notebooks are never rewritten (docs/linter.md, Fixes)
         findings = [f for f in result.findings if f.path == display_path(name)]
-        edit = fix_file(display_path(name), text, findings, module_name(name, settings.root), unsafe)
+        module = module_name(name, settings.root)
+        edit = fix_file(display_path(name), text, findings, module, args.unsafe_fixes)
     changed = edit is not None and edit.changed
-    if diff:
+    if args.diff:
         sys.stdout.write(edit.diff() if changed else "")
         sys.stdout.flush()
-        sys.exit(1 if changed and not exit_zero else 0)
+        sys.exit(1 if changed and not args.exit_zero else 0)
     fixed = edit.after if changed else text
     sys.stdout.write(fixed)
     sys.stdout.flush()
     if changed:
-        result = lint_paths([], settings, use_cache=not no_cache, stdin=(name, fixed.encode("utf-8")))
-    if result.findings and not quiet:
+        result = lint_paths([], settings, use_cache=not args.no_cache, stdin=(name, fixed.encode("utf-8")))
+    if result.findings and not args.quiet:
         from .report import render
 
-        _echo(render(fmt, result.findings, result.stats.files_checked, settings.root), err=True, nl=False)
-    failing = {"error"} if settings.fail_on == "error" else {"error", "warning"}
-    if not exit_zero and any(f.severity in failing for f in result.findings):
+        report = render(args.fmt, result.findings, result.stats.files_checked, settings.root)
+        _echo(report, err=True, nl=False)
+    if _exit_code(result, settings, args.exit_zero):
         sys.exit(1)
 
 

@@ -1,12 +1,13 @@
 """The options of ``upsertsink lint``, declared once, and the quick reading of a plain command line.
 
-:mod:`upsertsink.lint.command.cli` builds the click command from :data:`OPTIONS` (help, ``--help``, errors, ``python -m
-upsertsink.lint``). :func:`quick_parse` reads the common command lines without click, for the ``upsertsink``
-entry point (:mod:`upsertsink.launch`): importing click costs a process 50-75 ms on a slow 2-core machine,
-more than half of the 0.1 s a one-file run may take (issue #24). It gives the same values click would give,
-or ``None`` for anything it does not read exactly as click does (``--help``, an unknown or misspelled flag, a
-missing value, a value click would refuse, combined short flags, ``-oFILE``...): such a command line goes to
-click, which prints its usual help or error. tests/lint/test_lint_options.py checks the two against each other.
+:mod:`upsertsink.lint.command.cli` builds the click command from :data:`OPTIONS` (help, ``--help``, errors,
+``python -m upsertsink.lint``). :func:`quick_parse` reads the common command lines without click, for the
+``upsertsink`` entry point (:mod:`upsertsink.launch`): importing click costs a process 50-75 ms on a slow
+2-core machine, more than half of the 0.1 s a one-file run may take (issue #24). It gives the same values
+click would give, or ``None`` for anything it does not read exactly as click does (``--help``, an unknown or
+misspelled flag, a missing value, a value click would refuse, combined short flags, ``-oFILE``...): such a
+command line goes to click, which prints its usual help or error. tests/lint/test_lint_options.py checks the
+two against each other. Either reading becomes one :class:`LintArgs`.
 """
 
 from __future__ import annotations
@@ -130,6 +131,39 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 _BY_FLAG = {flag: opt for opt in OPTIONS for flag in opt.flags}
+
+
+@struct(frozen=True)
+class LintArgs:
+    """One ``upsertsink lint`` command line as read (by click or by :func:`quick_parse`): the paths, and the
+    value of every option of :data:`OPTIONS` by its ``dest`` (a test checks the two lists match)."""
+
+    paths: tuple[Path, ...] = ()
+    fmt: str = "text"
+    keys: tuple[str, ...] = ()
+    sequence: tuple[str, ...] = ()
+    select: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    fail_on: str | None = None
+    config: Path | None = None
+    fix: bool = False
+    unsafe_fixes: bool = False
+    diff: bool = False
+    add_noqa: bool = False
+    statistics: bool = False
+    output_file: Path | None = None
+    exit_zero: bool = False
+    quiet: bool = False
+    no_cache: bool = False
+    clean: bool = False
+    force_exclude: bool = False
+    exclude: tuple[str, ...] = ()
+    extend_exclude: tuple[str, ...] = ()
+    stdin_filename: str | None = None
+    show_files: bool = False
+    show_settings: bool = False
+    explain: str | None = None
 
 
 def quick_parse(args: Sequence[str], environ: Mapping[str, str] = os.environ) -> dict[str, Any] | None:

@@ -1,5 +1,6 @@
-"""Which call is a source: a Python call or Spark function of the catalogue (:mod:`upsertsink.lint.base.sources`),
-with the fix its rule offers, and the sources inside a Python UDF as the UDF rule reports them."""
+"""Which call is a source: a Python call or Spark function of the catalogue
+(:mod:`upsertsink.lint.base.sources`), with the fix its rule offers, and the sources inside a Python UDF as
+the UDF rule reports them."""
 
 from __future__ import annotations
 
@@ -29,7 +30,11 @@ if TYPE_CHECKING:
 
 
 def source_of_call(
-    model: SemanticModel, call: ast.Call, q: str | None, seeded: frozenset[str], fix_hooks: Mapping[str, Callable]
+    model: SemanticModel,
+    call: ast.Call,
+    q: str | None,
+    seeded: frozenset[str],
+    fix_hooks: Mapping[str, Callable],
 ) -> Src | None:
     """The catalogue source ``call`` is (``q``: its callee's import-qualified name), with the fix its rule
     offers; None when it is none (``seeded``: the modules seeded with a constant, ``random.seed(1)``)."""
@@ -55,7 +60,8 @@ def source_of_call(
     if mod in PYTHON_MODULES:
         if name in PYTHON_RANDOM_NEUTRAL or mod in seeded:
             return None
-        if name in PYTHON_RANDOM_SEEDABLE and any(map(passed, [*call.args, *(k.value for k in call.keywords)])):
+        given = [*call.args, *(k.value for k in call.keywords)]
+        if name in PYTHON_RANDOM_SEEDABLE and any(map(passed, given)):
             return None
         return model.src(PYTHON_MODULES[mod], call)
     sname = model.spark_name(q)

@@ -112,133 +112,159 @@ def _lint_paths(
         files = [(f, real) for f, real in files if real != stdin_real]
         if not (settings.force_exclude and is_excluded(stdin[0], settings)):
             files.append((stdin[0], stdin_real))
-    result = RunResult()
-    result.stats.files_checked = len(files)
+    run = _Run(settings, Cache(settings.root, settings) if use_cache else None, pool)
+    run.result.stats.files_checked = len(files)
     runrecord.note_all(real for _, real in files)
-    cache = Cache(settings.root, settings) if use_cache else None
-    per_file: dict[str, list[Finding]] = {}
-    tree_files: list[RunFile] = []
-    todo: list[RunFile] = []
-    todo_bytes = 0
-    cwd = Path.cwd().resolve()
-    for f, real in files:
-        shown = display_path(f, real, cwd)
-        from_stdin = stdin is not None and f is stdin[0]
-        data: bytes | None = None
-        digest = ""
-        size = 0
-        try:
-            if from_stdin:
-                data = stdin[1]
-            elif cache is not None:
-                st = os.stat(real)
-                size = st.st_size
-                digest = cache.digest_by_stat(str(real), st) or ""
-                if not digest:
-                    data = real.read_bytes()
-            else:  # no cache: no digest to take, the worker that analyzes the file reads it
-                size = os.stat(real).st_size
-        except OSError as exc:
-            from ..check.checker import _parse_error
-
-            per_file[shown] = [_parse_error(shown, 1, 1, f"cannot read the file: {exc.strerror}")]
-            continue
-        if cache is not None and not digest:
-            assert data is not None
-            digest = blake2b(data, digest_size=20).hexdigest()
-            if not from_stdin:
-                cache.note_stat(str(real), st, digest)
-        item = RunFile(f, shown, real, data, digest, size=size if data is None else len(data))
-        tree_files.append(item)
-        cached = cache.result(digest, shown) if cache is not None else None
-        if cached is not None:
-            result.stats.cache_hits += 1
-            result.stats.unread += item.raw is None
-            item.result, item.ext = cached
-            continue
-        # the entry is gone (or of another shape): the file is analyzed (by a worker that reads it if not read)
-        todo_bytes += item.size
-        todo.append(item)
-        if enough_work(len(todo), todo_bytes):
-            pool.start()  # the workers import the analysis while the rest is read (no-op once started)
+    todo = run.read(files, stdin)
     # round 0: every file on its own
-    analyzed = _analyze(todo, settings, {}, pool, progress, result.stats, prefilter=True)
-    # later rounds: files that use definitions of other linted files, with those files' summaries
-    # a file the pre-filter skipped may still use another file's values: read it when it imports one by name
-    # (a file of the linted tree, or a module of the project outside it)
-    modules = ProjectModules(
-        module_root(settings, [f.real for f in tree_files]), {f.real for f in tree_files}
-    )
-    stems = {f.real.stem.encode() for f in tree_files if f.real.stem != "__init__"}
-    redo = []
-    for f in tree_files:
-        skipped = f.result is not None and not f.result.parsed
-        if not skipped or not (b"import" in f.data or b"%run" in f.data):
-            continue
-        if any(s in f.data for s in stems) or modules.imports_outside(f.real, f.data):
-            redo.append(f)
-    items = [(f.shown, f.data, _options(settings, f), False, 0) for f in redo]
-    for f, res in zip(redo, pool.run(items, _no_progress, result.stats), strict=True):
-        f.result = res
-        analyzed.add(id(f))
+    run.analyzed |= _analyze(todo, settings, {}, pool, progress, run.stats, prefilter=True)
+    modules = ProjectModules(module_root(settings, [f.real for f in run.files]), {f.real for f in run.files})
+    run.importers_again(modules)
     # the project modules the files import that are not among them: read for their exports, not reported
-    loaded, tree = _load_imported(tree_files, modules, settings, cache, pool, result.stats, analyzed)
-    tree_files += loaded
-    for _ in range(_MAX_ROUNDS):
-        # modules other files use: compute their summaries (also when the pre-filter skipped them)
-        unread = {
-            id(t): t
-            for f in tree_files
-            if f.result is not None
-            for t in tree.targets(f)
-            if t.result is not None and t.result.summary is None
-        }
-        if unread:
-            targets = list(unread.values())
-            for t in targets:
-                t.summarize = True
-            items = [(t.shown, t.data, _options(settings, t), False, 0) for t in targets]
-            for t, res in zip(targets, pool.run(items, _no_progress, result.stats), strict=True):
-                t.result, t.ext = res, _NO_EXTERNALS
-                analyzed.add(id(t))
-        again: list[tuple[RunFile, dict[str, dict]]] = []
-        for f in tree_files:
-            if f.result is None:
+    loaded, tree = _load_imported(run.files, modules, settings, run.cache, pool, run.stats, run.analyzed)
+    run.files += loaded
+    run.rounds(tree)
+    return run.finish()
+
+
+class _Run:
+    """The files of one run and what has been done with them, phase by phase: read (or found in the cache),
+    analyzed alone, analyzed again with the summaries of the files they use, reported."""
+
+    def __init__(self, settings: Settings, cache: Cache | None, pool: Workers) -> None:
+        self.settings, self.cache, self.pool = settings, cache, pool
+        self.result = RunResult()
+        self.stats = self.result.stats
+        self.files: list[RunFile] = []  # every file of the tree: the linted ones, then the modules they import
+        self.analyzed: set[int] = set()  # ids of the files analyzed in this run (not served by the cache)
+        self.per_file: dict[str, list[Finding]] = {}  # shown path -> findings (reported files only)
+
+    def read(self, files: list[tuple[Path, Path]], stdin: tuple[Path, bytes] | None) -> list[RunFile]:
+        """Every file as a :class:`RunFile`, its result taken from the cache when the cache has it; the files
+        left to analyze (the process pool starts as soon as there is enough work for it)."""
+        cache, todo, todo_bytes = self.cache, [], 0
+        cwd = Path.cwd().resolve()
+        for f, real in files:
+            shown = display_path(f, real, cwd)
+            from_stdin = stdin is not None and f is stdin[0]
+            data: bytes | None = None
+            digest = ""
+            size = 0
+            try:
+                if from_stdin:
+                    data = stdin[1]
+                elif cache is not None:
+                    st = os.stat(real)
+                    size = st.st_size
+                    digest = cache.digest_by_stat(str(real), st) or ""
+                    if not digest:
+                        data = real.read_bytes()
+                else:  # no cache: no digest to take, the worker that analyzes the file reads it
+                    size = os.stat(real).st_size
+            except OSError as exc:
+                from ..check.checker import _parse_error
+
+                self.per_file[shown] = [_parse_error(shown, 1, 1, f"cannot read the file: {exc.strerror}")]
                 continue
-            externals = tree.externals(f)
-            if _ext_hash(externals) != (f.ext or _NO_EXTERNALS):
-                again.append((f, externals))
-        if not again:
-            break
-        items = [(f.shown, f.data, _options(settings, f, externals), False, 0) for f, externals in again]
-        for (f, externals), res in zip(again, pool.run(items, _no_progress, result.stats), strict=True):
-            f.result, f.ext = res, _ext_hash(externals)
-            analyzed.add(id(f))
-    for f in tree_files:
-        res = f.result
-        assert res is not None
-        if id(f) in analyzed:
-            if res.parsed:
-                result.stats.parsed += 1
-            else:
-                result.stats.prefiltered += 1
-            if cache is not None:
-                cache.put(f.digest, res, f.ext or _NO_EXTERNALS)
-        if f.reported:
-            per_file[f.shown] = res.findings
-            off = settings.ignored_in(f.path)
-            if off:
-                per_file[f.shown] = [x for x in res.findings if not any(x.rule.startswith(c) for c in off)]
-    for f in tree_files:
-        runrecord.note(f.real)  # the project modules read for their exports among them
-        if f.result is not None:
-            runrecord.note_all(f.result.deps)  # the .sql files it read
-    if cache is not None:
-        cache.save()
-    findings = [f for fs in per_file.values() for f in fs if settings.enabled(f.rule)]
-    findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
-    result.findings = findings
-    return result
+            if cache is not None and not digest:
+                assert data is not None
+                digest = blake2b(data, digest_size=20).hexdigest()
+                if not from_stdin:
+                    cache.note_stat(str(real), st, digest)
+            item = RunFile(f, shown, real, data, digest, size=size if data is None else len(data))
+            self.files.append(item)
+            cached = cache.result(digest, shown) if cache is not None else None
+            if cached is not None:
+                self.stats.cache_hits += 1
+                self.stats.unread += item.raw is None
+                item.result, item.ext = cached
+                continue
+            # the entry is gone (or of another shape): the file is analyzed (by a worker that reads it if not read)
+            todo_bytes += item.size
+            todo.append(item)
+            if enough_work(len(todo), todo_bytes):
+                self.pool.start()  # the workers import the analysis while the rest is read (no-op once started)
+        return todo
+
+    def importers_again(self, modules: ProjectModules) -> None:
+        """A file the pre-filter skipped may still use another file's values: analyze it when it imports one
+        by name (a file of the linted tree, or a module of the project outside it)."""
+        stems = {f.real.stem.encode() for f in self.files if f.real.stem != "__init__"}
+        redo = []
+        for f in self.files:
+            skipped = f.result is not None and not f.result.parsed
+            if not skipped or not (b"import" in f.data or b"%run" in f.data):
+                continue
+            if any(s in f.data for s in stems) or modules.imports_outside(f.real, f.data):
+                redo.append(f)
+        items = [(f.shown, f.data, _options(self.settings, f), False, 0) for f in redo]
+        for f, res in zip(redo, self.pool.run(items, _no_progress, self.stats), strict=True):
+            f.result = res
+            self.analyzed.add(id(f))
+
+    def rounds(self, tree: Tree) -> None:
+        """The later rounds: files that use definitions of other files of the tree, analyzed again with those
+        files' summaries, until no summary they use changes (at most a few rounds)."""
+        settings, pool = self.settings, self.pool
+        for _ in range(_MAX_ROUNDS):
+            # modules other files use: compute their summaries (also when the pre-filter skipped them)
+            unread = {
+                id(t): t
+                for f in self.files
+                if f.result is not None
+                for t in tree.targets(f)
+                if t.result is not None and t.result.summary is None
+            }
+            if unread:
+                targets = list(unread.values())
+                for t in targets:
+                    t.summarize = True
+                items = [(t.shown, t.data, _options(settings, t), False, 0) for t in targets]
+                for t, res in zip(targets, pool.run(items, _no_progress, self.stats), strict=True):
+                    t.result, t.ext = res, _NO_EXTERNALS
+                    self.analyzed.add(id(t))
+            again: list[tuple[RunFile, dict[str, dict]]] = []
+            for f in self.files:
+                if f.result is None:
+                    continue
+                externals = tree.externals(f)
+                if _ext_hash(externals) != (f.ext or _NO_EXTERNALS):
+                    again.append((f, externals))
+            if not again:
+                return
+            items = [(f.shown, f.data, _options(settings, f, externals), False, 0) for f, externals in again]
+            for (f, externals), res in zip(again, pool.run(items, _no_progress, self.stats), strict=True):
+                f.result, f.ext = res, _ext_hash(externals)
+                self.analyzed.add(id(f))
+
+    def finish(self) -> RunResult:
+        """Count, cache and report what was analyzed; the run's findings, selected and sorted."""
+        settings, cache, per_file = self.settings, self.cache, self.per_file
+        for f in self.files:
+            res = f.result
+            assert res is not None
+            if id(f) in self.analyzed:
+                if res.parsed:
+                    self.stats.parsed += 1
+                else:
+                    self.stats.prefiltered += 1
+                if cache is not None:
+                    cache.put(f.digest, res, f.ext or _NO_EXTERNALS)
+            if f.reported:
+                per_file[f.shown] = res.findings
+                off = settings.ignored_in(f.path)
+                if off:
+                    per_file[f.shown] = [x for x in res.findings if not any(x.rule.startswith(c) for c in off)]
+        for f in self.files:
+            runrecord.note(f.real)  # the project modules read for their exports among them
+            if f.result is not None:
+                runrecord.note_all(f.result.deps)  # the .sql files it read
+        if cache is not None:
+            cache.save()
+        findings = [f for fs in per_file.values() for f in fs if settings.enabled(f.rule)]
+        findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
+        self.result.findings = findings
+        return self.result
 
 
 _MAX_IMPORT_DEPTH = 4

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lint_helpers import LAUNCH, launch, run_python
+from upsertsink.lint.base.structs import fields_of
 from upsertsink.lint.command.cli import lint_command
-from upsertsink.lint.command.options import FORMAT_ENV, OPTIONS, quick_parse
+from upsertsink.lint.command.options import FORMAT_ENV, OPTIONS, LintArgs, quick_parse
 
 JOB = "from pyspark.sql import functions as F\n\ndf2 = df.withColumn('id', F.rand())\n"
 CLEAN = "x = 1\n"
@@ -106,6 +107,14 @@ def test_the_format_comes_from_the_environment_as_with_click(
 def test_every_option_of_the_table_is_an_option_of_the_click_command() -> None:
     click_flags = {flag for p in lint_command.params for flag in p.opts}
     assert {flag for opt in OPTIONS for flag in opt.flags} == click_flags - {"paths"}
+
+
+def test_the_command_line_read_has_a_field_for_every_option_and_its_default() -> None:
+    read = LintArgs()
+    assert set(fields_of(LintArgs)) == {"paths"} | {opt.dest for opt in OPTIONS}
+    for opt in OPTIONS:
+        empty = () if opt.kind == "multiple" else False if opt.kind == "flag" else opt.default
+        assert getattr(read, opt.dest) == empty, opt.dest
 
 
 TOKENS = [
