@@ -68,6 +68,9 @@ class Src:
     fix: FixSpec | None = None  # the fix this occurrence offers, if any
     # a numbering over a window (ND006): the window's partition columns, normalized; None for other sources
     partition: frozenset[str] | None = None
+    # an array aggregate whose elements are right and only their order is arbitrary (``collect_list``): a
+    # count of the array (``size``) does not depend on it, wherever the array is read from
+    order_only: bool = False
 
 
 @struct(frozen=True)

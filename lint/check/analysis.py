@@ -23,7 +23,7 @@ from ..base.sources import SPARK_FUNCTIONS, SPARK_RANKING, UDF_FACTORIES
 from ..base.types import Reach, Src
 from ..flow.collect import collect
 from ..flow.context import Context
-from ..flow.derived import key_sources, param_reads
+from ..flow.derived import computed_alike, key_sources, param_reads
 from ..flow.facts import EMPTY, Collector, Facts, RowEffect, Write, norm
 from ..flow.keys import Keys, param_keys
 from ..flow.tables import Targets
@@ -114,7 +114,6 @@ class ModuleAnalysis:
         ctx = self._analyze()
         facts, keys, taint = ctx.facts, ctx.keys, ctx.taint
         assert isinstance(facts, Facts) and keys is not None and taint is not None
-        seq_n = {norm(s) for s in keys.sequence}
         built: list[Targets] = []
 
         def targets() -> Targets:  # where DataFrames flow: followed only in modules where a source is
@@ -148,6 +147,7 @@ class ModuleAnalysis:
                 tables = found
                 unnamed = not tables and targets().unnamed_only(w.anchor)
                 keyed = col_n in {norm(k) for k in keys.of_tables(tables, targets().keyless)}
+                seq_n = {norm(s) for s in keys.sequences_of(tables, targets().keyless)}
                 pattern = None if keyed or col_n in seq_n else keys.pattern(col_n)
                 if keyed:
                     entry = (0, "key", name, False, keys.table_of_key(name, tables))
@@ -179,7 +179,7 @@ class ModuleAnalysis:
                 via = carried.get(s)
                 if tables and via and not via & tables:
                     continue  # a column of the same name written to other tables only
-                entry = _row_target(keys, tables, effect, s, targets().keyless, derived())
+                entry = _row_target(keys, tables, effect, s, targets().keyless, derived(), facts)
                 entry = _no_table(entry) if unnamed else entry
                 reach.setdefault(s, []).append((2.5, "column", "*", True, _one(tables)) if lookup else entry)
         out: list[Reach] = []
@@ -288,6 +288,7 @@ class ModuleAnalysis:
                         entry["text"] = text.text
             if entry:
                 values[name] = entry
+        values.update(_class_constants(model))
         out: dict = {}
         if funcs:
             out["funcs"] = funcs
@@ -319,6 +320,23 @@ class ModuleAnalysis:
         return i < len(self._trigger_lines) and self._trigger_lines[i] <= (fn.end_lineno or fn.lineno)
 
 
+def _class_constants(model: SemanticModel) -> dict[str, dict]:
+    """The module's classes that hold string constants (column-name enums, ``class Cols: ID = "id"``): for
+    the files that use ``Cols.ID`` or an Enum member's ``.value``, ``{"members": {name: [string]}}``."""
+    out: dict[str, dict] = {}
+    for cls in model.scopes:
+        if cls.kind != "class" or cls.parent is not model.module:
+            continue
+        members = {}
+        for attr, bound in cls.assigns.items():
+            real = [v for v in bound if v is not None]
+            if len(real) == 1 and type(real[0]) is ast.Constant and isinstance(real[0].value, str):
+                members[attr] = [real[0].value]
+        if members:
+            out[cls.node.name] = {"members": members}  # type: ignore[union-attr]
+    return out
+
+
 def _row_target(
     keys: Keys,
     tables: frozenset[str],
@@ -326,13 +344,17 @@ def _row_target(
     src: Src,
     keyless: set[str],
     derived: dict[str, frozenset[str]] | None = None,
+    facts: Facts | None = None,
 ) -> tuple[float, str, str, bool, str | None]:
     """What a row choice reaching ``tables`` (empty: not known) decides, judged against those tables' keys:
     against each table's own when it reaches several (the gravest of those judgements). ``derived``: the
-    columns a key is computed from, when only from columns (a dedup by them keeps one row per key too)."""
+    columns a key is computed from, when only from columns (a dedup by them keeps one row per key too);
+    ``facts``: what tells a sequence computed like a dedup's column (its groups cannot differ in it)."""
     if len(tables) > 1:
-        return min((_row_target(keys, frozenset({t}), effect, src, keyless, derived) for t in sorted(tables)),
-                   key=lambda e: e[0])
+        return min(
+            (_row_target(keys, frozenset({t}), effect, src, keyless, derived, facts) for t in sorted(tables)),
+            key=lambda e: e[0],
+        )
     # a row choice ranks just after a direct reach of the same target: the direct one explains more
     table = _one(tables)
     judged = keys.of_tables(tables, keyless)
@@ -346,8 +368,8 @@ def _row_target(
         for k in judged:
             if norm(k) not in subset:
                 return (0.5, "key", k, True, keys.table_of_key(k, tables) or table)
-        for s in keys.sequence:
-            if norm(s) not in subset:
+        for s in keys.sequences_of(tables, keyless):
+            if norm(s) not in subset and not (facts is not None and computed_alike(facts, s, subset)):
                 return (1.5, "sequence", s, True, table)
         return (2.5, "column", "*", True, table)
     if effect.kind == "update":

@@ -30,6 +30,27 @@ def render_rules_md() -> str:
             "`upsertsink lint --explain CODE` prints one of these sections. See [linter.md](linter.md) for usage."
         ),
         "",
+        (
+            "**Names known at run time.** A column named by a parameter, a `self` attribute, a class constant or "
+            "an Enum member is named by its value where the module tells it: the one value every call of the "
+            "function gives the parameter (its default where a call leaves it out, or when no call is known), "
+            "the constructor's argument an attribute is set from, the constant (also of another file of the "
+            "tree). An f-string in a loop over a literal list names one column per value. A name that stays "
+            "unknown is the expression itself (JSON `column_name` `{key_col}`, message ``column named by "
+            "`key_col` ``); a value written into such a column that the write's merge condition names by the "
+            "same expression (`f\"t.{key_col} = s.{key_col}\"`) reaches its merge key: an error, whatever the "
+            "column is called."
+        ),
+        "",
+        (
+            "**Assignments and conditions.** Only conditions decide which rows are written: a value that reaches "
+            "only assignments (`withColumn`, `SET` of a MERGE or an `UPDATE`, a `set={...}` dict) reaches a "
+            "column. A clock, a random number, a UUID or a partition id is never null, so a condition that only "
+            "tests a column for null (`t.resolved_ts IS NULL`, `F.col(c).isNull()`) is not decided by what "
+            "they wrote there. A column dropped before a write (`select`, `groupBy(...).agg(...)`, `drop`, the "
+            "other side of a semi or anti join) is not written; a value used only in a filter decides rows."
+        ),
+        "",
         "| Code | Name | Fix | What it finds |",
         "|------|------|-----|---------------|",
     ]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..base.sources import (
     NOW_STRING_CALLS,
+    ORDER_INSENSITIVE_ARGS_OF,
     PYTHON_CALLS,
     PYTHON_CALLS_NO_ARGS,
     PYTHON_CALLS_ONE_ARG,
@@ -72,6 +73,8 @@ def source_of_call(
         if sname in SPARK_SEEDED and _seeded_call(call, SPARK_SEEDED[sname][1]):
             rule = SPARK_SEEDED[sname][0]  # rand(42): repeatable only for the same partitioning
         src = model.src(rule, call)
+        if sname in ORDER_INSENSITIVE_ARGS_OF:
+            src = replace(src, order_only=True)
         hook = fix_hooks.get(rule)
         if hook is not None:
             fix = hook(model, call, q)

@@ -49,6 +49,22 @@ def key_sources(
     return out
 
 
+def computed_alike(facts: Facts, column: str, among: set[str]) -> bool:
+    """Is every value of ``column`` computed by the same expression as a column of ``among`` (normalized
+    names)? A pipeline's ``sequence_by=F.to_date("created_at")`` and a dedup by ``created_date`` written as
+    ``F.to_date("created_at")``: rows of one duplicate group cannot differ in that sequence."""
+    writes = facts.by_column.get(norm(column), ())
+    if not writes or any(w.expr is None or w.own is not None or w.rename for w in writes):
+        return False
+    alike = {
+        ast.dump(w.expr)
+        for c in among
+        for w in facts.by_column.get(c, ())
+        if w.expr is not None and w.own is None and not w.rename
+    }
+    return all(ast.dump(w.expr) in alike for w in writes)
+
+
 def reads(
     model: SemanticModel, values: Values, node: ast.AST, scope: Scope, depth: int = 0, env: Env | None = None
 ) -> set[str] | None:

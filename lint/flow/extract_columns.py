@@ -14,6 +14,7 @@ from ..model import chains
 from ..model.callsites import passed
 from ..model.scopes import Scope
 from ..values import sql as sqlmod
+from ..values.columns import column_names
 from . import records
 from .facts import Write
 
@@ -94,9 +95,9 @@ def _clocked(col: Collector, node: ast.AST, scope: Scope) -> bool:
 def on_with_column(col: Collector, call: ast.Call, scope: Scope) -> None:
     args = call.args
     if len(args) >= 2 and not chains.looked_only(col.model, call):
-        # a name not known (a parameter: withColumn(name, F.rand())) is shown as written, as alias(name) is
-        names = col.values.const_strings(args[0], scope)
-        col._add_write(names[0] if names else col.model.segment(args[0], 60), scope, args[1], node=call)
+        # a name not known (a parameter no call gives: withColumn(name, F.rand())) is the template {name}
+        for name in column_names(col.values, args[0], scope):
+            col._add_write(name, scope, args[1], node=call)
 
 
 def on_rename(col: Collector, call: ast.Call, scope: Scope) -> None:
@@ -149,9 +150,8 @@ def on_with_columns(col: Collector, call: ast.Call, scope: Scope) -> None:
     mapping = col.model.resolve_dict(call.args[0], scope)
     if type(mapping) is ast.Dict and not chains.looked_only(col.model, call):
         for k, v in zip(mapping.keys, mapping.values, strict=False):
-            names = col.values.const_strings(k, scope)
-            if names:
-                col._add_write(names[0], scope, v, node=call)
+            for name in column_names(col.values, k, scope) if k is not None else ():
+                col._add_write(name, scope, v, node=call)
 
 
 def on_select(col: Collector, call: ast.Call, scope: Scope) -> None:
@@ -201,8 +201,8 @@ def _select_item(col: Collector, a: ast.AST, scope: Scope) -> None:
             _select_item(col, e, scope)
         return
     if t is ast.Call and type(a.func) is ast.Attribute and a.func.attr in ALIAS_METHODS and a.args:
-        names = col.values.const_strings(a.args[0], scope)
-        col._add_write(names[0] if names else col.model.segment(a.args[0], 60), scope, a, node=a)
+        for name in column_names(col.values, a.args[0], scope):
+            col._add_write(name, scope, a, node=a)
         return
     sname = col.model.spark_name(col.model.qualname(a.func, scope)) if t is ast.Call else None
     if sname in NAME_ARG_FUNCTIONS:

@@ -12,6 +12,7 @@ from ..base.spark_api import MATCHED_UPDATES, MERGE_CONDITION_KEYWORDS, MERGE_MA
 from ..model import chains
 from ..model.scopes import Scope
 from ..values import sql as sqlmod
+from ..values.columns import column_names, condition_names
 from ..values.strings import PosText
 from . import records
 from .facts import RowEffect, strip_qualifier
@@ -132,16 +133,16 @@ def on_merge_map(col: Collector, call: ast.Call, scope: Scope) -> None:
     if type(mapping) is not ast.Dict:
         return
     for k, v in zip(mapping.keys, mapping.values, strict=False):
-        names = col.values.const_strings(k, scope)
-        if not names or v is None:
+        if k is None or v is None:
             continue
+        name = strip_qualifier(column_names(col.values, k, scope)[0])  # {"t.valid_to": ...}, {self.valid_to_col: ...}
         text = col.values.sql_text(v, scope) if col.values.may_be_text(v, scope) else None
         if text is not None:
             ok, _alias, part = sqlmod.analyze_expression(text.text)
             if ok:
-                col._add_write(strip_qualifier(names[0]), scope, sql=(part, text), node=call)
+                col._add_write(name, scope, sql=(part, text), node=call)
         else:
-            col._add_write(strip_qualifier(names[0]), scope, v, node=call)
+            col._add_write(name, scope, v, node=call)
 
 
 def on_update_all(col: Collector, call: ast.Call, scope: Scope) -> None:
@@ -175,15 +176,15 @@ def _sql_statements(col: Collector, text: PosText, scope: Scope, call: ast.Call)
         col._add_write(name, scope, sql=(part, text), node=call)
     merged = {s.table for s in result.statements if s.kind == "merge"}
     merged_table = next(iter(merged)) if len(merged) == 1 else None
-    for k in result.merge_keys:  # the keys of the text's one MERGE are that table's (every one of them)
-        col.declare(k, "merge key", scope, table=merged_table)
+    for k in condition_names(col.values, text, result.merge_keys, scope):  # the keys of the text's one MERGE
+        col.declare(k, "merge key", scope, table=merged_table)  # are that table's (every one of them)
     for s in result.statements:
         if s.table:
-            col.sql_writes.append((call, s.table, s.kind != "merge", s.reads))
+            col.sql_writes.append((call, s.table, s.kind not in ("merge", "update"), s.reads))
     for view, reads in result.views:
         col.sql_views.append((call, view, reads))
     for c in result.sequence_cols:
-        col.declare(c, "sequence column", scope, sequence=True)
+        col.declare(c, "sequence column", scope, sequence=True, table=merged_table)
     for column, table, what in result.ddl_keys:
         col.ddl_keys.append((column, table, what, scope))
     if result.tables_written:

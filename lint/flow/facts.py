@@ -130,7 +130,7 @@ def norm(column: str) -> str:
 def strip_qualifier(column: str) -> str:
     """``t.id`` -> ``id``; ```a.b``` stays one name."""
     c = column.strip()
-    if "." in c and not c.startswith("`"):
+    if "." in c and not c.startswith("`") and "(" not in c:  # F.to_date(F.col("ts")): an expression
         c = c.rsplit(".", 1)[1]
     return c.strip('`"')
 

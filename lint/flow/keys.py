@@ -12,6 +12,7 @@ from ..model.callsites import arguments, call_sites
 from ..model.scopes import Scope
 from ..model.semantic import SemanticModel
 from ..values import sql as sqlmod
+from ..values.columns import condition_names
 from ..values.evaluate import Values
 from .facts import SCD2_FLOW_LABEL, Facts, KeyDecl, norm, strip_qualifier
 from .tables import merge_target, sink_sources, sink_target
@@ -38,6 +39,8 @@ class Keys:
         self.history_of: dict[str, str] = {}  # sequence -> what keeps its history, when not a sink
         self.by_table: dict[str, set[str]] = {}  # table -> its normalized keys
         self.untabled: set[str] = {norm(k) for k in keys}  # keys configured or declared for no known table
+        self.seq_by_table: dict[str, set[str]] = {}  # table -> its normalized sequence columns
+        self.untabled_seq: set[str] = {norm(s) for s in sequence}  # sequences configured or of no known table
         # the keys of no known table other than a MERGE's or a sink's into a table of unknown name: configured
         # (--key, the config), a DDL's, a join's against a written table...
         self.not_merged: set[str] = set(self.untabled)
@@ -70,6 +73,10 @@ class Keys:
             if decl.label == SCD2_FLOW_LABEL:
                 self.history_of[n] = "an SCD type 2 pipeline flow (`stored_as_scd_type=2`)"
         if decl.sequence:
+            if decl.table is not None:
+                self.seq_by_table.setdefault(decl.table, set()).add(n)
+            else:
+                self.untabled_seq.add(n)
             if n not in {norm(x) for x in self.sequence}:
                 self.sequence.append(name)
             return
@@ -98,6 +105,17 @@ class Keys:
         wanted = set(self.untabled).union(*(self.by_table.get(t, ()) for t in tables))
         return [k for k in self.keys if norm(k) in wanted]
 
+    def sequences_of(self, tables: frozenset[str], keyless: frozenset[str] | set[str] = frozenset()) -> list[str]:
+        """The sequence columns a write into ``tables`` is judged against: those tables' and those of no
+        known table; every sequence of the module when a table's are not known (or no table is). A table
+        written without a key and no sequence of its own (a pipeline's ``@dlt.table``) has none but the
+        latter."""
+        known = set(self.by_table) | set(self.seq_by_table) | set(keyless)
+        if not tables or any(t not in known for t in tables):
+            return self.sequence
+        wanted = self.untabled_seq.union(*(self.seq_by_table.get(t, ()) for t in tables))
+        return [s for s in self.sequence if norm(s) in wanted]
+
     def table_of_key(self, column: str, tables: frozenset[str]) -> str | None:
         """The one table among ``tables`` (all tables with keys, when empty) whose key ``column`` is."""
         n = norm(column)
@@ -119,7 +137,9 @@ def _declarations(facts: Facts, model: SemanticModel, values: Values) -> list[Ke
         for table, keys, seqs, history in _at_calls(model, values, scope, _sink_keys, call):
             out.extend(KeyDecl(k, "merge key", scope, table=table) for k in keys)
             # an SCD type 2 sink's sequence becomes every version's __START_AT/__END_AT
-            out.extend(KeyDecl(s, "sequence column", scope, sequence=True, history=history) for s in seqs)
+            out.extend(
+                KeyDecl(s, "sequence column", scope, sequence=True, history=history, table=table) for s in seqs
+            )
     for call, cond, scope in facts.merges:
         if cond is None:
             continue
@@ -173,7 +193,8 @@ def _at_calls(
     fscope = scope
     while fscope is not None and not (fscope.kind == "function" and hasattr(fscope.node, "name")):
         fscope = fscope.parent
-    complete = (first[0] is not None or not tabled) and first[1]
+    # a column named by a template ({key}: a value not known here) may be known at each call
+    complete = (first[0] is not None or not tabled) and first[1] and not any("{" in c for c in first[1])
     if complete or fscope is None or not fscope.params or not values.may_call(fscope):
         return [first]
     out = []
@@ -316,7 +337,7 @@ def _merge_keys(
     text = values.str_value(cond, scope)
     cols: list[str] = []
     if text is not None:
-        cols = sqlmod.named(sqlmod.condition_keys(text.text))
+        cols = condition_names(values, text, sqlmod.condition_keys(text.text), scope)
     else:
         cond, cond_scope = _resolved(model, cond, scope)
         for cmp in ast.walk(cond):

@@ -41,7 +41,7 @@ def _pipeline_flow(col: Collector, call: ast.Call, scope: Scope, params: tuple[s
     if "sequence_by" in params:
         seq = arg("sequence_by")
         if seq is not None:
-            _pipeline_sequence(col, seq, scope, _scd2(col, call, scope))
+            _pipeline_sequence(col, seq, scope, _scd2(col, call, scope), target)
     for keyword in PIPELINE_CDC_CONDITIONS:
         cond = col.model.kwarg(call, keyword)
         if cond is not None:
@@ -75,10 +75,12 @@ def _scd2(col: Collector, call: ast.Call, scope: Scope) -> bool:
     return col.values.const_int(node, scope) == 2 or (strings is not None and strings[:1] == ["2"])
 
 
-def _pipeline_sequence(col: Collector, node: ast.AST, scope: Scope, history: bool = False) -> None:
+def _pipeline_sequence(
+    col: Collector, node: ast.AST, scope: Scope, history: bool = False, table: str | None = None
+) -> None:
     """A CDC flow's ``sequence_by``: a column (``"v"``, ``col("v")``), columns (``struct("a", "b")``), or
     an expression (SQL text or a Column) that is itself the sequence; ``history``: the flow is stored as SCD
-    type 2, so the sequence orders every kept version."""
+    type 2, so the sequence orders every kept version; ``table``: the flow's target, whose sequence it is."""
     label = SCD2_FLOW_LABEL if history else "sequence column"
     if type(node) is ast.Name:  # SEQUENCE = F.col("v") ... sequence_by=SEQUENCE
         bound = col.model.single_value(node, scope)
@@ -91,12 +93,12 @@ def _pipeline_sequence(col: Collector, node: ast.AST, scope: Scope, history: boo
         names = [_column_list(col, a, scope) for a in node.args]
         if all(len(n) == 1 for n in names):
             for n in names:
-                col.declare(n[0], label, scope, sequence=True, history=history)
+                col.declare(n[0], label, scope, sequence=True, history=history, table=table)
             return
     elif sname in NAME_ARG_FUNCTIONS:
         names = _column_list(col, node, scope)
         if len(names) == 1:
-            col.declare(names[0], label, scope, sequence=True, history=history)
+            col.declare(names[0], label, scope, sequence=True, history=history, table=table)
             return
     text = col.values.sql_text(node, scope) if col.values.may_be_text(node, scope) else None
     if text is not None:  # a string is a SQL expression (pyspark.pipelines: ``expr(sequence_by)``)
@@ -104,14 +106,14 @@ def _pipeline_sequence(col: Collector, node: ast.AST, scope: Scope, history: boo
         if not ok:
             return
         if alias is not None and part.refs == {alias} and not (part.sites or part.calls or part.holes):
-            col.declare(alias, label, scope, sequence=True, history=history)
+            col.declare(alias, label, scope, sequence=True, history=history, table=table)
             return
         column = " ".join(text.text.split())
         col._add_write(column, scope, sql=(part, text), node=node)
     else:
         column = col.model.segment(node, 80)
         col._add_write(column, scope, node, node=node)
-    col.declare(column, label, scope, sequence=True, history=history)
+    col.declare(column, label, scope, sequence=True, history=history, table=table)
 
 
 # the expectations that drop the rows failing them (``expect`` only counts, ``expect_or_fail`` stops the update)

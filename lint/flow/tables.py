@@ -47,10 +47,13 @@ _REPLACING = frozenset(
 # pandas' groupby options that keep the grouping columns (as columns or as the index, written either way)
 _GROUP_OPTIONS = frozenset({"by", "as_index", "sort", "dropna", "observed", "group_keys"})
 _ALIASES = frozenset({"alias", "name"})
+_SEMI = frozenset({"\0semi"})  # carried below the other side of a semi or anti join: none of its columns is kept
 _LOOKUP = frozenset({"\0lookup"})  # carried with the dropped columns: below the looked-up side of an outer join
 # A table whose name is not known (``DeltaTable.forName(spark, table)`` with ``table`` read from a conf): it is
 # followed for the columns dropped on the way to it, never named (tables_of leaves it out)
 _UNNAMED = "\0unnamed"
+# the time-window functions of a grouping, named by Spark after themselves
+_WINDOW_COLUMNS = frozenset({"window", "session_window"})
 
 
 def merge_target(model: SemanticModel, values: Values, call: ast.Call, scope: Scope) -> str | None:
@@ -268,7 +271,9 @@ class Targets:
         if not flows:
             return None if scope is not None and self._dropped_in_chain(anchor, column, scope) else frozenset()
         col_n = norm(column)
-        kept = [t for t in flows if col_n not in self._dropped.get((id(anchor), t), ())]
+        kept = [
+            t for t in flows if not ({col_n} | _SEMI) & self._dropped.get((id(anchor), t), frozenset())
+        ]
         if not kept:
             return None
         return frozenset(t for t in kept if t != _UNNAMED)
@@ -298,10 +303,13 @@ class Targets:
 
     def _lookup_side(self, call: ast.Call, scope: Scope) -> int:
         """Of ``a.join(b, on, how)``: 1 when ``b`` is only looked up (a left outer join), 2 when ``a`` is (a
-        right outer join), else 0 (inner, full, semi and anti joins choose rows on both sides)."""
+        right outer join), 3 when only ``a``'s columns are kept (a semi or anti join: ``b`` chooses rows), else
+        0 (inner and full joins choose rows and keep columns on both sides)."""
         how = call.args[2] if len(call.args) > 2 else self.model.kwarg(call, "how")
         names = self._values.const_strings(how, scope) if how is not None else None
         word = names[0].lower().replace("_", "") if names and len(names) == 1 else ""
+        if word in ("semi", "leftsemi", "anti", "leftanti"):
+            return 3
         return 1 if word in ("left", "leftouter") else 2 if word in ("right", "rightouter") else 0
 
     def _drops(self, call: ast.Call, scope: Scope) -> frozenset[str]:
@@ -385,8 +393,8 @@ class Targets:
                 return frozenset()
             by = self.model.kwarg(receiver, "by")  # pandas' groupby(by=...)
             for arg in [*receiver.args, *([by] if by is not None else [])]:
-                names = self._values.col_names(arg, scope)
-                if not _plain(names):
+                names = self._grouping_names(arg, scope)
+                if names is None:
                     return frozenset()
                 kept.update(norm(n) for n in names)
         kept.add("count")
@@ -403,6 +411,19 @@ class Targets:
                 return frozenset()
         kept.update(norm(kw.arg) for kw in call.keywords if kw.arg)
         return self._columns - kept
+
+    def _grouping_names(self, arg: ast.AST, scope: Scope) -> list[str] | None:
+        """The names of the columns a grouping expression gives: plain columns, an ``alias``, Spark's own
+        name for a time window (``F.window(...)``: ``window``); None when not known."""
+        alias = self._alias(arg, scope)
+        if alias is not None:
+            return alias or None
+        if type(arg) is ast.Call:
+            sname = self.model.spark_name(self.model.qualname(arg.func, scope))
+            if sname in _WINDOW_COLUMNS:
+                return [sname]
+        names = self._values.col_names(arg, scope)
+        return names if _plain(names) else None
 
     def _follow(
         self, node: ast.AST, scope: Scope, table: str, args: dict[str, tuple[ast.AST, Scope]] | None = None
@@ -441,12 +462,11 @@ class Targets:
                     returned = model.returned(node, scope)
                     if returned is not None:
                         stack.append((*returned, gone))
+                other = _LOOKUP if side == 1 else _SEMI if side == 3 else frozenset()
                 for i, a in enumerate(node.args):
-                    stack.append((a, scope, gone | _LOOKUP if side == 1 and i == 0 else gone))
+                    stack.append((a, scope, gone | other if i == 0 else gone))
                 for kw in node.keywords:
-                    stack.append(
-                        (kw.value, scope, gone | _LOOKUP if side == 1 and kw.arg == "other" else gone)
-                    )
+                    stack.append((kw.value, scope, gone | other if kw.arg == "other" else gone))
             elif t is ast.Attribute or t is ast.Subscript or t is ast.Starred:
                 stack.append((node.value, scope, gone))
             elif t is ast.Name:

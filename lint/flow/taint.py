@@ -17,6 +17,7 @@ from ..base.sources import (
     ORDER_CODE,
     ORDER_FIXING_FUNCTIONS,
     ORDER_INSENSITIVE_ARGS_OF,
+    ROW_VALUE_CODES,
     SPARK_ORDERED_OK,
     SPARK_RANKING,
     UDF_FACTORIES,
@@ -207,10 +208,11 @@ class Taint:
                     via=text.origin_of(site.start),
                     alt_line=alt,
                     partition=partition,
+                    order_only=site.name in ORDER_INSENSITIVE_ARGS_OF,
                 )
             )
         for ref in part.refs:
-            out |= self.column_taint(ref)
+            out |= self.column_taint(ref) if ref not in part.null_refs else _nullness(self.column_taint(ref))
         for hole in part.holes:
             node = text.holes.get(hole)
             if node is not None:
@@ -248,6 +250,10 @@ class Taint:
             out |= self._widget_taint(call, scope)
         sname = self.model.spark_name(q)
         args = call.args
+        if ft is ast.Attribute and func.attr in _NULL_TESTS and not args:  # F.col("closed_at").isNull()
+            return _nullness(self.of(func.value, scope))
+        if sname in _NULL_TEST_FUNCTIONS:  # F.isnull(c)
+            return _nullness(frozenset(x for a in args for x in self.of(a, scope)))
         if sname is not None:
             if sname == "expr" and args:
                 text = self.values.str_value(args[0], scope)
@@ -261,6 +267,10 @@ class Taint:
                     a = bound[0] if bound is not None else a
                     if type(a) is ast.Constant and isinstance(a.value, str):
                         out |= self.column_taint(a.value)
+            if sname in _COUNTING and args:  # size(array_intersect(collected, ...)): a count, in any order
+                given = [*args, *(kw.value for kw in call.keywords)]
+                counted = out.union(*(self.of(a, scope) for a in given))
+                return frozenset(x for x in counted if not x.order_only)
             if sname in ORDER_FIXING_FUNCTIONS and args:
                 # sort_array(collect_set(x)): the array's order, the only problem of collect_*, is fixed here
                 fixed = set()
@@ -439,6 +449,19 @@ class Taint:
 
     def _udf_taint_fn(self, fn: ast.AST, fscope: Scope, label: str) -> frozenset:
         return as_udf(self.returns_taint(fn, fscope), label)
+
+
+# of the order-fixing functions, those that count an array's elements: its order never matters to them
+_COUNTING = frozenset({"size", "array_size", "cardinality"})
+# null tests: what they answer depends on whether a value is null, never on the value
+_NULL_TESTS = frozenset({"isNull", "isNotNull"})
+_NULL_TEST_FUNCTIONS = frozenset({"isnull", "isnotnull"})
+
+
+def _nullness(sources: frozenset) -> frozenset:
+    """The sources that decide whether a value is null: the value sources (a clock, a random number, a UUID,
+    a partition id) never are; an order-dependent aggregate or window function can be (``first``, ``lag``)."""
+    return frozenset(s for s in sources if s.rule not in ROW_VALUE_CODES)
 
 
 def _records_table(call: ast.Call) -> bool:

@@ -63,15 +63,6 @@ class Names:
             return s.parent
         return None
 
-    def attr_values(self, node: ast.Attribute, scope: Scope) -> list[tuple[ast.AST, Scope]] | None:
-        """What ``self.attr`` was bound to: in the class's methods or its body; None if not ``self.x``."""
-        cls = self.self_class(node.value, scope)
-        if cls is None:
-            return None
-        out = list(self.class_attrs.get(id(cls), {}).get(node.attr, ()))
-        out += [(v, cls) for v in cls.assigns.get(node.attr, ()) if v is not None]
-        return out
-
     def external(self, q: str | None) -> tuple[dict, str, str] | None:
         """(summary entry, kind, label) of a name another file of the linted tree defines: ``q`` is an
         import-qualified name (``helpers.new_id``); kind is ``func`` or ``value``."""
@@ -83,8 +74,24 @@ class Names:
         self.wants.add(q)
         summary = self.externals.get(mod)
         if summary is None:
-            return None
+            return self._member(mod, name)
         return self._in_summary(summary, name)
+
+    def _member(self, mod: str, name: str) -> tuple[dict, str, str] | None:
+        """``cols.ResultCol.calculated_at`` (``.value`` too): a string constant of a class of another file (an
+        Enum member), from that file's summary; its class name is asked for, so the file is read."""
+        if name == "value" and mod.count(".") >= 2:
+            return self.external(mod)
+        owner, _, cls = mod.rpartition(".")
+        if not owner or not cls[:1].isupper() or is_library(owner):
+            return None
+        self.wants.add(mod)
+        summary = self.externals.get(owner)
+        entry = summary.get("values", {}).get(cls) if summary is not None else None
+        members = entry.get("members") if isinstance(entry, dict) else None
+        if not isinstance(members, dict) or name not in members:
+            return None
+        return {"strings": members[name]}, "value", summary.get("path", "?")
 
     @staticmethod
     def _in_summary(summary: dict, name: str) -> tuple[dict, str, str] | None:

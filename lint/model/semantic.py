@@ -61,6 +61,7 @@ class SemanticModel(Names):
         self.looked_args: set[int] = set()  # ids of calls passed to a look-only function (``display``)
         self.fn_scopes: dict[int, Scope] = {}  # id(lambda) -> its scope
         self.call_index: dict[int, list] | None = None  # id(function scope) -> its calls (callsites.py)
+        self._classes: dict[tuple[int, str], Scope] | None = None  # (id(scope), name) -> the class it binds
         self.dbt_model = False  # the module defines a dbt Python model ``def model(dbt, session)``
         self.decorated: list[Scope] = []  # the scopes of the ``def``s that have decorators
         # id(value) of each ``name = value`` -> is it directly in its scope's body; each scope's loops: reaching.py
@@ -83,6 +84,7 @@ class SemanticModel(Names):
         self.scopes.clear()
         self.class_attrs.clear()
         self.fn_scopes.clear()
+        self._classes = None
 
     def _collect(self) -> None:
         walk([(stmt, self.module) for stmt in self.tree.body], self._visit)
@@ -218,8 +220,14 @@ class SemanticModel(Names):
         if t is ast.Name:
             scope.bind(target.id, value)
         elif t is ast.Tuple or t is ast.List:
-            for elt in target.elts:
-                self._bind_target(elt, value, scope)
+            vt = type(value)
+            pairs = (vt is ast.Tuple or vt is ast.List) and len(value.elts) == len(target.elts)
+            if pairs and not any(type(e) is ast.Starred for e in (*target.elts, *value.elts)):
+                for elt, item in zip(target.elts, value.elts, strict=True):  # a, b = x, y: a is x
+                    self._bind_target(elt, item, scope)
+            else:
+                for elt in target.elts:
+                    self._bind_target(elt, value, scope)
         elif t is ast.Starred:
             self._bind_target(target.value, value, scope)
         elif t is ast.Subscript:
@@ -283,6 +291,22 @@ class SemanticModel(Names):
         return replace(src, fix=fix) if fix is not None else src
 
     # ------------------------------------------------------------------ single bindings
+    def attr_values(self, node: ast.Attribute, scope: Scope) -> list[tuple[ast.AST, Scope]] | None:
+        """What ``self.attr`` was bound to: in the class's methods or its body; None if not ``self.x``."""
+        cls = self.self_class(node.value, scope)
+        if cls is None:
+            return None
+        out = list(self.class_attrs.get(id(cls), {}).get(node.attr, ()))
+        out += [(v, cls) for v in cls.assigns.get(node.attr, ()) if v is not None]
+        return out
+
+    def class_named(self, name: str, scope: Scope) -> Scope | None:
+        """The scope of the class of this module that ``name`` names where ``scope`` sees it, if any."""
+        if self._classes is None:
+            self._classes = {(id(c.parent), c.node.name): c for c in self.scopes if c.kind == "class"}  # type: ignore[union-attr]
+        owner = self.lookup(name, scope)
+        return self._classes.get((id(owner), name)) if owner is not None else None
+
     def single_value(self, node: ast.Name, scope: Scope) -> tuple[ast.AST, Scope] | None:
         """The one expression a name is bound to (and the scope binding it), or None."""
         s = self.lookup(node.id, scope)

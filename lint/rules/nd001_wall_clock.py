@@ -42,6 +42,18 @@ A declarative pipeline's CDC flow (`dlt.apply_changes`, `create_auto_cdc_flow` o
         "rows": "filter on a time passed in as a job parameter (the batch's logical date), not on the clock.",
     },
     invalid=(
+        # a clock that only stamps (a SET clause) is a column finding: the ON clause only tests the column it
+        # writes for null, which a clock never is
+        Invalid(
+            "from datetime import datetime\n"
+            "now = datetime.now().isoformat()\n"
+            "spark.sql(f\"MERGE INTO accounts t USING updates s ON t.id = s.id AND t.closed_at IS NULL \"\n"
+            "          f\"WHEN MATCHED THEN UPDATE SET t.closed_at = '{now}'\")\n",
+            2,
+            7,
+            "column",
+            "closed_at",
+        ),
         Invalid(
             "from pyspark.sql import functions as F\nfrom upsertsink import UpsertSink\n"
             "sink = UpsertSink('/t', keys=['id'])\n"

@@ -48,6 +48,20 @@ only while the input is split and ordered the same way.
             "column",
             "bucket",
         ),
+        # a surrogate key named by a parameter that no call here gives: the merge condition names the same
+        # column by the same parameter, so it is the write's merge key, whatever it is called
+        Invalid(
+            "from delta.tables import DeltaTable\nfrom pyspark.sql import functions as F\n\n"
+            "def add_rows(target, rows, key_col):\n"
+            "    staged = rows.withColumn(key_col, F.monotonically_increasing_id())\n"
+            "    on = f't.{key_col} = s.{key_col}'\n"
+            "    DeltaTable.forName(spark, target).alias('t').merge(staged.alias('s'), on)"
+            ".whenNotMatchedInsertAll().execute()\n",
+            5,
+            39,
+            "key",
+            "{key_col}",
+        ),
     ),
     valid=(
         Valid(

@@ -133,14 +133,14 @@ class Rule:
             if column == "*":
                 where = "it decides which rows are written (all columns)"
             elif target == "sequence":
-                where = f"it decides which duplicate row survives (sequence column `{column}`{of_sink})"
+                where = f"it decides which duplicate row survives ({named('sequence column', column)}{of_sink})"
             else:
-                where = f"it decides which rows are written ({label} `{column}`)"
+                where = f"it decides which rows are written ({named(label, column)})"
             where += f" into table `{table}`" if table else ""
             consequence = _HISTORY_ROWS_CONSEQUENCE if history else _ROWS_CONSEQUENCE[target]
             fix = self.advice("rows")
         else:
-            where = f"it reaches {label} `{column}`{of_sink}"
+            where = f"it reaches {named(label, column)}{of_sink}"
             where += f" (table `{table}`)" if table and f"`{table}`" not in label else ""  # not named twice
             consequence = _HISTORY_CONSEQUENCE if history else _CONSEQUENCE[target]
             fix = self.advice(target)
@@ -198,6 +198,16 @@ class WriteRule(Rule):
         fix = self.advice(reach.advice or "write")
         why = self.why_in.get(reach.advice, self.why)
         return f"{reach.note}: {why[0].lower()}{why[1:].rstrip('.')}. Fix: {fix}"
+
+
+def named(label: str, column: str) -> str:
+    """``merge key `id` ``; a column named by a value not known as text (a template, ``{key_col}`` or
+    ``{c}_clean``): ``merge key named by `key_col` ``."""
+    if column.startswith("{") and column.endswith("}") and column.count("{") == 1:
+        return f"{label} named by `{column[1:-1]}`"
+    if "{" in column:
+        return f'{label} named by `f"{column}"`'
+    return f"{label} `{column}`"
 
 
 _TARGET_TEXT = {

@@ -10,20 +10,28 @@ them).
 from __future__ import annotations
 
 import ast
-import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from ..base.spark_api import FRAME_PROPERTIES, NAME_ARG_FUNCTIONS, ORDER_WRAPPERS
-from ..model.callsites import arguments
+from ..model.callsites import arguments, call_sites, default_of
 from ..model.scopes import Scope
 from ..model.semantic import SemanticModel
-from .formats import str_format
+from .formats import joined, percent_format, str_format
 from .paths import ABSENT, find_sql_file, path_value, shown
 from .strings import PosText, literal_text, stand_in_literal
 
 Env = tuple  # of dict[str, PosText]: loop variables, innermost last
-_PERCENT = re.compile(r"%(\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[a-zA-Z%]")
+T = TypeVar("T")
+
+
+def _same(a: list[str], b: list[str]) -> bool:
+    return a == b
+
+
+def _same_text(a: PosText, b: PosText) -> bool:
+    return a.text == b.text
 
 
 class Values:
@@ -42,6 +50,7 @@ class Values:
         self._calling: list[int] = []  # the functions whose calls are being evaluated, innermost last
         # other files' constant dicts and lists, parsed once per place they are used
         self._literals: dict[tuple[str, int, int], ast.AST] = {}
+        self._param_depth = 0  # parameters being followed to their calls (see _param_value)
 
     @contextmanager
     def at_call(self, fscope: Scope, args: dict[str, tuple[ast.AST, Scope]]) -> Iterator[None]:
@@ -69,7 +78,8 @@ class Values:
         s = self.model.lookup(node.id, scope)
         return self._args.get((id(s), node.id)) if s is not None else None
 
-    def _single(self, node: ast.Name, scope: Scope) -> tuple[ast.AST, Scope] | None:
+    def binding(self, node: ast.Name, scope: Scope) -> tuple[ast.AST, Scope] | None:
+        """The one value a name is bound to (the argument, while a call of its function is evaluated)."""
         return self._arg(node, scope) or self.model.single_value(node, scope)
 
     # ------------------------------------------------------------------ strings
@@ -111,12 +121,17 @@ class Values:
                 values = [v for v in s.assigns[node.id] if v is not None]
                 if len(values) == 1 and values[0] is not node:
                     return self.str_value(values[0], s, env)
+                if not values and s.kind == "function" and node.id in s.params:
+                    return self._param_value(s, node.id, lambda n, sc: self.str_value(n, sc, env), _same_text)
                 return None
             return self._external_text(node, scope)
         if t is ast.Attribute:
             bound = self.model.attr_values(node, scope)
             if bound is not None:
                 return self.str_value(bound[0][0], bound[0][1], env) if len(bound) == 1 else None
+            member = self._class_member(node, scope)
+            if member is not None:
+                return self.str_value(member[0], member[1], env)
             return self._external_text(node, scope)
         if t is ast.Subscript:
             item = self.dict_item(node, scope)
@@ -127,7 +142,7 @@ class Values:
                 return left + right if left is not None and right is not None else None
             if isinstance(node.op, ast.Mod):
                 base = self.str_value(node.left, scope, env)
-                return self._percent(base, node.right, scope, env) if base is not None else None
+                return percent_format(self, base, node.right, scope, env) if base is not None else None
             return None
         if t is not ast.Call:
             return None
@@ -149,12 +164,16 @@ class Values:
         if name == "strip" and not node.args:
             inner = self.str_value(func.value, scope, env)
             return inner.strip() if inner is not None else None
+        if name in ("lower", "upper") and not node.args:  # f"{c.lower()}_clean"
+            inner = self.str_value(func.value, scope, env)
+            changed = getattr(inner.text, name)() if inner is not None else ""
+            return PosText(changed, inner.positions) if inner is not None and len(changed) == len(inner.text) else None
         if name in ("format", "format_map"):  # "...{k}...".format(k=v, **params), .format_map(params)
             base = self.str_value(func.value, scope, env)
             return str_format(self, base, node, scope, env) if base is not None else None
         if name == "join" and len(node.args) == 1:
             sep = self.str_value(func.value, scope, env)
-            return self._join(sep, node.args[0], scope, env) if sep is not None else None
+            return joined(self, sep, node.args[0], scope, env) if sep is not None else None
         if name == "read_text":
             return self._file_text(func.value, scope, node)
         if name == "read" and not node.args:
@@ -191,90 +210,6 @@ class Values:
                 text = text[:i] + value + text[i + len(name) :]
                 i = text.text.find(name, i + len(value.text))
         return text
-
-    def _percent(self, base: PosText, right: ast.AST, scope: Scope, env: Env) -> PosText | None:
-        """``"... %s ... %(name)s" % (a,) / % {"name": b}``."""
-        if type(right) is ast.Tuple:
-            items: list[ast.AST] = list(right.elts)
-            mapping: dict[str, ast.AST] = {}
-        elif type(right) is ast.Dict:
-            items = []
-            mapping = {
-                k.value: v
-                for k, v in zip(right.keys, right.values, strict=False)
-                if type(k) is ast.Constant and isinstance(k.value, str)
-            }
-        else:
-            items, mapping = [right], {}
-        out, last, auto = PosText("", []), 0, 0
-        for m in _PERCENT.finditer(base.text):
-            out = out + base[last : m.start()]
-            last = m.end()
-            if m.group(0) == "%%":
-                out = out + base[m.start() : m.start() + 1]
-                continue
-            key = m.group(1)
-            if key is not None:
-                arg = mapping.get(key[1:-1])
-            else:
-                arg = items[auto] if auto < len(items) else None
-                auto += 1
-            if arg is None:
-                return None
-            value = self.str_value(arg, scope, env) if m.group(0)[-1] in "sr" else None
-            out = out + (value if value is not None else self.hole(arg, base.positions[m.start()]))
-        return out + base[last:]
-
-    def _join(
-        self, sep: PosText, iterable: ast.AST, scope: Scope, env: Env, depth: int = 0
-    ) -> PosText | None:
-        """``" AND ".join(parts)`` over a literal list, a list variable, or a comprehension over key names."""
-        t = type(iterable)
-        parts: list[PosText] = []
-        if t is ast.Name and depth < 5:
-            value = self._single(iterable, scope)
-            return self._join(sep, value[0], value[1], env, depth + 1) if value is not None else None
-        if t is ast.List or t is ast.Tuple:
-            for elt in iterable.elts:
-                v = self.str_value(elt, scope, env)
-                if v is None:
-                    return None
-                parts.append(v)
-        elif t in (ast.GeneratorExp, ast.ListComp) and len(iterable.generators) == 1:
-            gen = iterable.generators[0]
-            if gen.ifs or type(gen.target) is not ast.Name:
-                return None
-            names = self._iter_texts(gen.iter, scope, env)
-            if names is None:
-                return None
-            for value in names:
-                v = self.str_value(iterable.elt, scope, (*env, {gen.target.id: value}))
-                if v is None:
-                    return None
-                parts.append(v)
-        else:
-            return None
-        if not parts:
-            return PosText("", [])
-        out = parts[0]
-        for part in parts[1:]:
-            out = out + sep + part
-        return out
-
-    def _iter_texts(self, node: ast.AST, scope: Scope, env: Env) -> list[PosText] | None:
-        """The texts a loop over ``node`` sees: the items of a literal list (with their positions)."""
-        if type(node) is ast.Name:
-            value = self._single(node, scope)
-            if value is not None:
-                return self._iter_texts(value[0], value[1], env)
-        if type(node) in (ast.List, ast.Tuple):
-            out = [self.str_value(e, scope, env) for e in node.elts]
-            return None if any(o is None for o in out) else out  # type: ignore[return-value]
-        strings = self.const_strings(node, scope)
-        if strings is None:
-            return None
-        pos = self.model.span(node)[:2]
-        return [PosText.at(v, pos) for v in strings]
 
     def _external_text(self, node: ast.AST, scope: Scope) -> PosText | None:
         ext = self.model.resolve_external(node, scope)
@@ -349,11 +284,16 @@ class Values:
                 values = [v for v in s.assigns[node.id] if v is not None]
                 if len(values) == 1 and values[0] is not node:
                     return self.const_strings(values[0], s)
+                if not values and s.kind == "function" and node.id in s.params:
+                    return self._param_value(s, node.id, self.const_strings, _same)
                 return None
         if t is ast.Attribute:
             bound = self.model.attr_values(node, scope)
             if bound is not None:
                 return self.const_strings(bound[0][0], bound[0][1]) if len(bound) == 1 else None
+            member = self._class_member(node, scope)
+            if member is not None:
+                return self.const_strings(*member)
         if t is ast.Name or t is ast.Attribute:
             ext = self.model.resolve_external(node, scope)
             if ext is not None and ext[1] == "value" and isinstance(ext[0].get("strings"), list):
@@ -369,6 +309,46 @@ class Values:
             return self.const_strings(node.args[0], scope)
         return None
 
+    def _param_value(
+        self, fscope: Scope, name: str, evaluate: Callable[[ast.AST, Scope], T | None], same: Callable[[T, T], bool]
+    ) -> T | None:
+        """A parameter of a function of the module where no call of it is being evaluated: what every call of
+        the function here gives it, when all give the same (its default where a call leaves it out); its
+        default when no call of it is known here; None when unknown or when the calls differ. Followed a few
+        functions deep (``self.helper(df, self.key_col)`` to the constructor's ``key_col``)."""
+        node = fscope.node
+        if self._param_depth > 4 or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return None
+        self._param_depth += 1
+        try:
+            sites = call_sites(self.model, fscope)
+            if not sites:
+                default = default_of(fscope, name)
+                return evaluate(default, fscope.parent or fscope) if default is not None else None
+            found: T | None = None
+            for site, where in sites[:16]:
+                given = arguments(site, where, fscope).get(name)
+                value = evaluate(*given) if given is not None else None
+                if value is None or (found is not None and not same(found, value)):
+                    return None
+                found = value
+            return found if len(sites) <= 16 else None
+        finally:
+            self._param_depth -= 1
+
+    def _class_member(self, node: ast.Attribute, scope: Scope) -> tuple[ast.AST, Scope] | None:
+        """``Cols.ORDER_ID``, ``ResultCol.order_id`` / ``ResultCol.order_id.value`` (an Enum member's value):
+        the one value a class of this module binds to the name in its body."""
+        if node.attr == "value" and type(node.value) is ast.Attribute:
+            inner = self._class_member(node.value, scope)
+            if inner is not None:
+                return inner
+        if type(node.value) is not ast.Name:
+            return None
+        cls = self.model.class_named(node.value.id, scope)
+        bound = [v for v in cls.assigns.get(node.attr, ()) if v is not None] if cls is not None else []
+        return (bound[0], cls) if len(bound) == 1 else None
+
     def dict_item(self, node: ast.Subscript, scope: Scope, depth: int = 0) -> tuple[ast.AST, Scope] | None:
         """The value ``CFG["keys"]`` reads from a config dict: a dict literal, or a name or ``self`` attribute
         bound once to one, indexed by a constant string or integer; nested entries (``CFG["orders"]["keys"]``,
@@ -381,7 +361,7 @@ class Values:
             if type(base) is ast.Subscript:
                 bound = self.dict_item(base, where, depth + 1)
             elif type(base) is ast.Name:
-                bound = self._single(base, where) or self._imported_literal(base, where)
+                bound = self.binding(base, where) or self._imported_literal(base, where)
             elif type(base) is ast.Attribute:
                 attrs = self.model.attr_values(base, where)
                 bound = attrs[0] if attrs is not None and len(attrs) == 1 else self._imported_literal(base, where)
@@ -426,7 +406,7 @@ class Values:
             v = node.value
             return v if type(v) is int else None
         if t is ast.Name:
-            bound = self._single(node, scope)
+            bound = self.binding(node, scope)
             if bound is not None:
                 return self.const_int(bound[0], bound[1], depth + 1)
         if t is ast.Attribute:
@@ -464,6 +444,9 @@ class Values:
         if t is ast.Subscript:
             return self.col_names(node.slice, scope)
         if t is ast.Attribute and node.attr not in FRAME_PROPERTIES:  # df.a (df.columns: every column)
+            if self.model.attr_values(node, scope) is not None or self._class_member(node, scope) is not None:
+                strs = self.const_strings(node, scope)  # self.keys, Cols.ORDER_ID: names held, not a column
+                return strs if strs is not None else [f"<{self.model.segment(node, 30)}>"]
             return [node.attr]
         if t is ast.Name:
             strs = self.const_strings(node, scope)

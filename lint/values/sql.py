@@ -21,10 +21,10 @@ from .sqlparts import Positions, SqlPart, SqlSite, column_name, exp_module, part
 
 @struct(frozen=True)
 class SqlWrite:
-    """A statement that writes a table: INSERT (``append`` unless OVERWRITE or REPLACE WHERE), MERGE or
-    CREATE TABLE ... AS SELECT, with the [start, end) offsets of its keyword."""
+    """A statement that writes a table: INSERT (``append`` unless OVERWRITE or REPLACE WHERE), MERGE,
+    CREATE TABLE ... AS SELECT or UPDATE, with the [start, end) offsets of its keyword."""
 
-    kind: str  # insert | merge | create
+    kind: str  # insert | merge | create | update
     table: str | None
     start: int
     end: int
@@ -227,6 +227,23 @@ def _merge(merge, pos: Positions, result: SqlResult) -> None:
                     result.writes.append((column_name(col), part_of(val, pos)))
 
 
+def _update(update, pos: Positions, result: SqlResult) -> None:
+    """``UPDATE t SET c = v, ... WHERE cond``: each ``SET`` writes its column of ``t``; the condition decides
+    which rows' values change (an update of values, as a ``WHEN MATCHED AND ...`` clause: keys stay)."""
+    exp = exp_module()
+    name = _table_name(update.this)
+    if name:
+        result.tables_written.append(name)
+    start, end = pos.locate(update, "update")
+    result.statements.append(SqlWrite("update", name, start, end))
+    for eq in update.expressions:
+        if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column):
+            result.writes.append((column_name(eq.left), part_of(eq.right, pos)))
+    where = update.args.get("where")
+    if where is not None:
+        result.rows.append(("update", part_of(where.this, pos)))
+
+
 # Databricks' ``MERGE WITH SCHEMA EVOLUTION INTO``, which sqlglot does not parse: read as ``MERGE INTO``, the
 # clause blanked out so that every position in the text stays where it was
 _SCHEMA_EVOLUTION = re.compile(r"\bMERGE(\s+WITH\s+SCHEMA\s+EVOLUTION)(?=\s+INTO\b)", re.IGNORECASE)
@@ -272,6 +289,9 @@ def analyze_statements(text: str) -> SqlResult:
                     else:  # CREATE TABLE ... AS SELECT: its query's rows go to that table, not to one it reads
                         start, end = pos.locate(tree, "create")
                         result.statements.append(SqlWrite("create", name, start, end, reads=_reads(tree.expression)))
+        if isinstance(tree, exp.Update):  # UPDATE t SET c = v WHERE ...: values of the rows the WHERE picks
+            _update(tree, pos, result)
+            continue
         if isinstance(tree, exp.Insert):
             name = _table_name(tree.this)
             if name:
@@ -324,7 +344,7 @@ def _fold(part: SqlPart, hidden: dict[str, list[SqlPart]], seen: frozenset[str] 
     read = {r for r in part.refs if r.lower() in hidden and r.lower() not in seen}
     if not read:
         return part
-    out = SqlPart(list(part.sites), part.refs - read, set(part.holes), set(part.calls))
+    out = SqlPart(list(part.sites), part.refs - read, set(part.holes), set(part.calls), part.null_refs - read)
     for ref in read:
         for held in hidden[ref.lower()]:
             held = _fold(held, hidden, seen | {r.lower() for r in read})
@@ -352,7 +372,8 @@ def analyze_expression(text: str) -> tuple[bool, str | None, SqlPart]:
     A simple one (columns, literals, comparisons, AND/OR: :mod:`.sqlsimple`) without sqlglot."""
     simple = sqlsimple.parse(text)
     if simple is not None:
-        return True, sqlsimple.alias(simple), SqlPart(refs=sqlsimple.columns(simple))
+        part = SqlPart(refs=sqlsimple.columns(simple), null_refs=sqlsimple.null_columns(simple))
+        return True, sqlsimple.alias(simple), part
     return analyze_expression_sqlglot(text)
 
 

@@ -41,6 +41,9 @@ class SqlPart:
     refs: set[str] = field(default_factory=set)
     holes: set[str] = field(default_factory=set)
     calls: set[str] = field(default_factory=set)  # names of functions Spark does not know (UDFs)
+    # of ``refs``, those read only by ``IS [NOT] NULL`` tests: their values do not matter, only whether
+    # they are null (a clock, a random number or a UUID is never null)
+    null_refs: set[str] = field(default_factory=set)
 
 
 _FUNC_BY_CLASS = {
@@ -174,6 +177,7 @@ def part_of(node, pos: Positions) -> SqlPart:
     part = SqlPart()
     if node is None:
         return part
+    valued: set[str] = set()  # refs read for their value, somewhere
     for sub in node.walk():
         if isinstance(sub, exp.Column):
             name = column_name(sub)
@@ -181,6 +185,8 @@ def part_of(node, pos: Positions) -> SqlPart:
                 part.holes.add(name)
             elif not (name.lower() in _BARE_FUNCTIONS and not sub.table):
                 part.refs.add(name)
+                if not (isinstance(sub.parent, exp.Is) and isinstance(sub.parent.expression, exp.Null)):
+                    valued.add(name)
         if isinstance(sub, (exp.Literal, exp.Identifier)) and "__ph" in str(sub.this):
             text = str(sub.this)
             i = text.find("__ph")
@@ -233,6 +239,7 @@ def part_of(node, pos: Positions) -> SqlPart:
         if seeded is not None and _arg_count(sub) > seeded[1]:
             rule = seeded[0]  # rand(42): repeatable, but only for the same partitioning
         part.sites.append(SqlSite(rule, name, start, end))
+    part.null_refs = part.refs - valued
     return part
 
 

@@ -164,6 +164,19 @@ def columns(node: Node) -> set[str]:
     return {n[2] for n in walk(node) if n[0] == "Column"}
 
 
+def null_columns(node: Node) -> set[str]:
+    """Of :func:`columns`, those read only by ``IS [NOT] NULL`` tests (``lint.sqlparts.part_of``'s
+    ``null_refs``)."""
+    tested = {n[1][2] for n in walk(node) if n[0] == "Is" and n[1][0] == "Column"}
+    valued = set()
+    for n in walk(node):
+        if n[0] not in ("Column", "Literal", "Null", "Boolean", "Is"):
+            valued.update(c[2] for c in n[1:] if c[0] == "Column")
+    if node[0] == "Column":
+        valued.add(node[2])
+    return tested - valued
+
+
 def alias(node: Node) -> str | None:
     """The output name of the expression: a lone column's name."""
     return node[2] if node[0] == "Column" else None

@@ -843,7 +843,9 @@ def test_a_column_named_by_a_parameter_or_a_constant() -> None:
     # ``SEQ = "seq"`` did not read the numbering in ``seq``
     [f] = lint_code("from pyspark.sql import functions as F\ndef run(df, name):\n"
                     '    df.withColumn(name, F.rand()).write.saveAsTable("t")\n')
-    assert (f.rule, f.line, f.severity, f.column_name) == ("ND002", 3, "warning", "name")
+    # issue #49: a name no call gives is shown as the expression it is (``{name}``), not as a column "name"
+    assert (f.rule, f.line, f.severity, f.column_name) == ("ND002", 3, "warning", "{name}")
+    assert "column named by `name`" in f.message
     code = """
     from pyspark.sql import Window
     from pyspark.sql import functions as F

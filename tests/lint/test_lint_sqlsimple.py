@@ -27,6 +27,7 @@ def by_sqlglot(text: str) -> tuple | None:
     return (
         alias,
         part.refs,
+        part.null_refs,
         part.holes,
         [s.name for s in part.sites],
         part.calls,
@@ -43,6 +44,7 @@ def by_fast_path(text: str) -> tuple | None:
     return (
         sqlsimple.alias(node),
         sqlsimple.columns(node),
+        sqlsimple.null_columns(node),
         set(),
         [],
         set(),
