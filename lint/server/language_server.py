@@ -66,6 +66,7 @@ class UpsertsinkServer(LanguageServer):
         self.published: dict[str, list[Published]] = {}  # document or cell URI -> findings
         self.notebook_cells: dict[str, list[str]] = {}  # notebook URI -> cell URIs last published
         self.reported: set[str] = set()  # configuration errors already shown
+        self.pull = False  # --workspace-diagnostics: the editor pulls documents' diagnostics (workspace.py)
 
     def workspace_folder(self) -> Path | None:
         root = self.workspace.root_path
@@ -108,17 +109,22 @@ class UpsertsinkServer(LanguageServer):
         )
 
     def lint_document(self, uri: str) -> None:
+        """Lint a text document and publish its diagnostics (with ``--workspace-diagnostics`` the editor
+        pulls them instead: :mod:`.workspace`)."""
+        if self.pull or self.workspace.get_notebook_document(cell_uri=uri) is not None:
+            return  # pulled by the editor; a cell: linted with its notebook
+        self.publish(uri, self.workspace.get_text_document(uri).version, self.document_entries(uri))
+
+    def document_entries(self, uri: str) -> list[Published]:
+        """A text document's findings and diagnostics, from its buffer."""
         doc = self.workspace.get_text_document(uri)
-        if self.workspace.get_notebook_document(cell_uri=uri) is not None:
-            return  # a cell: linted with its notebook
         path = uri_path(uri)
         settings = self.settings(path)
         if settings is None or excluded(path, settings):
-            self.publish(uri, doc.version, [])
-            return
+            return []
         shown = str(path) if path is not None else "untitled.py"
         findings = lint_text(shown, doc.source, path, settings)
-        self.publish(uri, doc.version, [Published(f, self.diagnostic(doc, f)) for f in findings])
+        return [Published(f, self.diagnostic(doc, f)) for f in findings]
 
     def lint_others(self, saved_uri: str) -> None:
         """A saved file may be a module other open documents import (they read it from disk): lint

@@ -7,6 +7,10 @@
 - **Code actions**: a finding's safe fix as a quick fix (the edit libcst makes, as ``--fix`` would),
   ``# noqa: CODE`` for a finding's line (where ``--add-noqa`` would put it, cells included), and
   ``source.fixAll.upsertsink`` for every safe fix of a file.
+- **Hover**: over a rule code (in a ``noqa`` comment or a finding's range), the rule's documentation.
+- **Workspace diagnostics** (``--workspace-diagnostics``): pull diagnostics (LSP 3.17): a document's when
+  the editor asks, and the whole workspace folder linted as the CLI lints it on request
+  (:mod:`upsertsink.lint.server.workspace`).
 - **Settings**: those of the nearest ``pyproject.toml`` with ``[tool.upsertsink.lint]`` above the document's
   file (as the CLI finds them); documents matching its ``exclude`` get no diagnostics (as with
   ``--force-exclude``).
@@ -36,11 +40,18 @@ MISSING_PYGLS = 'the language server needs pygls: pip install "upsertsink[server
 
 
 @click.command("server", context_settings={"help_option_names": ["-h", "--help"]})
-def server_command() -> None:
+@click.option(
+    "--workspace-diagnostics",
+    is_flag=True,
+    help="Serve pull diagnostics (LSP 3.17): a document's when the editor asks, and the whole workspace "
+    "linted as `upsertsink lint` lints it on request (`workspace/diagnostic`).",
+)
+def server_command(workspace_diagnostics: bool) -> None:
     """Run the linter as a language server (LSP over stdio) for editors.
 
     Diagnostics on open, change and save (notebooks included), quick fixes for the safe fixes and for
-    `# noqa`, settings from the nearest pyproject.toml. Needs the `server` extra (pygls).
+    `# noqa`, the rule's documentation on hover over a code, settings from the nearest pyproject.toml.
+    Needs the `server` extra (pygls).
     """
     try:
         import pygls.lsp.server  # noqa: F401 - only to tell whether the extra is installed
@@ -49,17 +60,21 @@ def server_command() -> None:
 
         fail(MISSING_PYGLS, 2)
     main_guard()
-    build_server().start_io()
+    build_server(workspace_diagnostics).start_io()
 
 
-def build_server() -> LanguageServer:
-    """The language server with its handlers (pygls and lsprotocol load with its modules, here)."""
+def build_server(workspace_diagnostics: bool = False) -> LanguageServer:
+    """The language server with its handlers (pygls and lsprotocol load with its modules, here);
+    ``workspace_diagnostics``: the editor pulls diagnostics, and may ask for the whole workspace's."""
     from .language_server import UpsertsinkServer
 
     server = UpsertsinkServer()
     _serve_documents(server)
     _serve_notebooks(server)
     _serve_actions(server)
+    _serve_hover(server)
+    if workspace_diagnostics:
+        _serve_pull_diagnostics(server)
     return server
 
 
@@ -122,3 +137,37 @@ def _serve_actions(server: UpsertsinkServer) -> None:
     )
     def code_action(ls: UpsertsinkServer, params: t.CodeActionParams) -> list[t.CodeAction]:
         return code_actions(ls, params)
+
+
+def _serve_hover(server: UpsertsinkServer) -> None:
+    """Hover over a rule code (a ``noqa`` comment's, a diagnostic's): the rule's documentation."""
+    from lsprotocol import types as t
+
+    from .hover import rule_hover
+
+    @server.feature(t.TEXT_DOCUMENT_HOVER)
+    def hover(ls: UpsertsinkServer, params: t.HoverParams) -> t.Hover | None:
+        return rule_hover(ls, params)
+
+
+def _serve_pull_diagnostics(server: UpsertsinkServer) -> None:
+    """Pull diagnostics: a document's on the editor's request (instead of publishing them), the whole
+    workspace's on request."""
+    from lsprotocol import types as t
+
+    from .workspace import document_report, workspace_report
+
+    server.pull = True
+
+    @server.feature(
+        t.TEXT_DOCUMENT_DIAGNOSTIC,
+        t.DiagnosticOptions(identifier="upsertsink", inter_file_dependencies=True, workspace_diagnostics=True),
+    )
+    def document_diagnostic(
+        ls: UpsertsinkServer, params: t.DocumentDiagnosticParams
+    ) -> t.RelatedFullDocumentDiagnosticReport:
+        return document_report(ls, params)
+
+    @server.feature(t.WORKSPACE_DIAGNOSTIC)
+    def workspace_diagnostic(ls: UpsertsinkServer, params: t.WorkspaceDiagnosticParams) -> t.WorkspaceDiagnosticReport:
+        return workspace_report(ls, params)

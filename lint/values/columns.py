@@ -104,7 +104,11 @@ def origin(values: Values, node: ast.AST, scope: Scope) -> str:
             node, scope = given
         else:
             break
-    return model.segment(node, 60)
+    text = model.segment(node, 60)
+    if getattr(node, "end_lineno", None) != getattr(node, "lineno", None):  # one line, as ast writes it
+        text = " ".join(ast.unparse(node).split())
+        text = text if len(text) <= 60 else text[:57] + "..."
+    return text
 
 
 def condition_names(values: Values, text: PosText, columns: list[str], scope: Scope) -> list[str]:
