@@ -25,6 +25,7 @@ from ..run.config import ConfigError, Settings, resolve_settings, settings_toml,
 from ..run.discovery import PathError, discover, display_path, is_excluded
 from ..run.runner import RunResult, lint_paths
 from .options import LintArgs
+from .terminal import colors, is_terminal, markdown_text
 
 EXIT_USAGE = 2
 
@@ -86,8 +87,10 @@ def run_lint(raw_args: Sequence[str], args: LintArgs) -> None:
     the run's record. Usage and configuration errors raise :class:`LintUsageError`; the exit code of findings
     is ``sys.exit``'s."""
     if args.explain is not None:
-        _explain(args.explain)
+        _explain(args.explain, args.fmt)
         return
+    if args.fmt == "markdown":
+        raise LintUsageError("--format markdown is for --explain (a rule's documentation), not for a report")
     stdin_name = _check_combinations(args)
     targets = [] if stdin_name is not None else (list(args.paths) or [Path(".")])
     record = None
@@ -120,14 +123,18 @@ def run_lint(raw_args: Sequence[str], args: LintArgs) -> None:
         sys.exit(code)
 
 
-def _explain(code: str) -> None:
-    """``--explain CODE``: the rule's documentation."""
+def _explain(code: str, fmt: str) -> None:
+    """``--explain CODE``: the rule's documentation, as readable text on a terminal (in colour, unless
+    ``NO_COLOR``), as Markdown when piped or with ``--format markdown``."""
     from ..rules import RULES
 
     rule = RULES.get(code.strip().upper())
     if rule is None:
         raise LintUsageError(f"unknown rule code {code!r} (known: {', '.join(RULES)})")
-    _echo(rule.explain(), nl=False)
+    if fmt != "markdown" and is_terminal():
+        _echo(markdown_text(rule.explain(), colors()), nl=False)
+    else:
+        _echo(rule.explain(), nl=False)
 
 
 def _check_combinations(args: LintArgs) -> Path | None:
@@ -203,6 +210,7 @@ def _report(result: RunResult, settings: Settings, args: LintArgs, out: _Output)
     from .report import render, render_statistics
 
     can_fix = fixable(result.findings, args.unsafe_fixes)
+    on_screen = args.output_file is None and is_terminal()
     if args.statistics:
         out.write(render_statistics(args.fmt, result.findings, {id(f) for f in can_fix}))
     else:
@@ -214,6 +222,8 @@ def _report(result: RunResult, settings: Settings, args: LintArgs, out: _Output)
                 settings.root,
                 quiet=args.quiet,
                 fixable={id(f) for f in can_fix},
+                terminal=on_screen,
+                color=on_screen and colors(),
             )
         )
     out.close()

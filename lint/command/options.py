@@ -21,7 +21,7 @@ from typing import Any
 from ..base.structs import struct
 
 FORMAT_ENV = "UPSERTSINK_OUTPUT_FORMAT"
-FORMATS = ("text", "full", "concise", "json", "sarif", "github", "gitlab", "junit", "pylint")
+FORMATS = ("text", "full", "concise", "json", "sarif", "github", "gitlab", "junit", "pylint", "markdown")
 
 
 @struct(frozen=True)
@@ -48,7 +48,7 @@ OPTIONS: tuple[Option, ...] = (
         "fmt",
         "Output format: text (one line per finding), full (with the source line and a caret), concise "
         "(ruff's, [*] on fixable findings), json, sarif, github (workflow commands), gitlab (Code Quality), "
-        "junit (XML), pylint.",
+        "junit (XML), pylint; markdown only with --explain (the rule's Markdown even on a terminal).",
         choices=FORMATS,
         default="text",
         envvar=FORMAT_ENV,

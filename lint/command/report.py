@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import package_version
+from .terminal import BOLD, SEVERITY, paint
 
 if TYPE_CHECKING:
     from ..check.checker import Finding
@@ -22,17 +23,29 @@ RULES_URI = "https://github.com/upsertsink/upsertsink/blob/main/docs/rules.md"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def render_text(findings: list[Finding], files_checked: int, quiet: bool = False) -> str:
+def render_text(
+    findings: list[Finding], files_checked: int, quiet: bool = False, terminal: bool = False, color: bool = False
+) -> str:
     """``path:line:col: CODE message`` per finding (``path:cell N:line:col:`` in a notebook, as ruff prints
-    it), then a summary line (not with ``quiet``)."""
-    lines = [f"{_where(f)}: {f.rule} {f.message}" for f in findings]
+    it), then a summary line (not with ``quiet``). On a ``terminal`` the severity too
+    (``path:line:col: error CODE message``), in colour with ``color``."""
+    lines = [_headline(f, terminal, color) for f in findings]
     if quiet:
         return "".join(line + "\n" for line in lines)
-    return "\n".join([*lines, summary_line(findings, files_checked)]) + "\n"
+    return "\n".join([*lines, summary_line(findings, files_checked, color)]) + "\n"
 
 
-def summary_line(findings: list[Finding], files_checked: int) -> str:
-    """``Found 3 findings (1 error, 2 warnings) in 12 files checked.`` or ``All checks passed (...).``"""
+def _headline(f: Finding, severity: bool, color: bool, marker: str = "") -> str:
+    """A finding's line: ``path:line:col: CODE message``, with ``severity`` the severity before the code; in
+    ``color`` the path bold, the severity and the code in the severity's colour."""
+    shown = SEVERITY.get(f.severity, BOLD)
+    level = f"{paint(f.severity, shown, color)} " if severity else ""
+    return f"{paint(_where(f), BOLD, color)}: {level}{paint(f.rule, shown, color)} {marker}{f.message}"
+
+
+def summary_line(findings: list[Finding], files_checked: int, color: bool = False) -> str:
+    """``Found 3 findings (1 error, 2 warnings) in 12 files checked.`` or ``All checks passed (...).``
+    (bold on a terminal)."""
     lines: list[str] = []
     errors = sum(1 for f in findings if f.severity == "error")
     warnings = len(findings) - errors
@@ -45,7 +58,7 @@ def summary_line(findings: list[Finding], files_checked: int) -> str:
         )
     else:
         lines.append(f"All checks passed ({files_checked} {noun} checked).")
-    return lines[0]
+    return paint(lines[0], BOLD, color)
 
 
 class SourceLines:
@@ -85,12 +98,14 @@ class SourceLines:
             return None
 
 
-def render_full(findings: list[Finding], files_checked: int, quiet: bool = False) -> str:
+def render_full(
+    findings: list[Finding], files_checked: int, quiet: bool = False, terminal: bool = False, color: bool = False
+) -> str:
     """Like text, plus the source line with a caret under the reported span (and the fix, if any)."""
     sources = SourceLines()
     out: list[str] = []
     for f in findings:
-        out.append(f"{_where(f)}: {f.rule} {f.message}")
+        out.append(_headline(f, terminal, color))
         text = sources.line(f)
         if text is not None:
             number = str(f.line)
@@ -111,7 +126,7 @@ def render_full(findings: list[Finding], files_checked: int, quiet: bool = False
             out.append(f"{' ' * len(str(f.line))} = fix ({f.fix['applicability']}): {f.fix['message']}")
         out.append("")
     if not quiet:
-        out.append(summary_line(findings, files_checked))
+        out.append(summary_line(findings, files_checked, color))
     return "\n".join(out) + ("\n" if out else "")
 
 
@@ -308,14 +323,19 @@ def _title(f: Finding) -> str:
 
 
 def render_concise(
-    findings: list[Finding], files_checked: int, fixable: set[int] | None = None, quiet: bool = False
+    findings: list[Finding],
+    files_checked: int,
+    fixable: set[int] | None = None,
+    quiet: bool = False,
+    color: bool = False,
 ) -> str:
     """ruff's ``concise``: ``path:line:col: CODE [*] message`` (``[*]`` when the run's ``--fix`` would
-    fix the finding: ``fixable`` holds the ids of those findings), then the summary (not with ``quiet``)."""
+    fix the finding: ``fixable`` holds the ids of those findings), then the summary (not with ``quiet``);
+    on a terminal (``color``) the code in its severity's colour, as ruff colours it."""
     marked = fixable or set()
-    lines = [f"{_where(f)}: {f.rule} {'[*] ' if id(f) in marked else ''}{f.message}" for f in findings]
+    lines = [_headline(f, False, color, "[*] " if id(f) in marked else "") for f in findings]
     if not quiet:
-        lines.append(summary_line(findings, files_checked))
+        lines.append(summary_line(findings, files_checked, color))
     return "".join(line + "\n" for line in lines)
 
 
@@ -426,11 +446,14 @@ def render(
     root: Path | None = None,
     quiet: bool = False,
     fixable: set[int] | None = None,
+    terminal: bool = False,
+    color: bool = False,
 ) -> str:
     """Dispatch on the --format value (``quiet`` drops the summary line of the text formats; ``fixable``:
-    ids of the findings the run's ``--fix`` would fix, marked ``[*]`` by ``concise``)."""
+    ids of the findings the run's ``--fix`` would fix, marked ``[*]`` by ``concise``; ``terminal``: the
+    output is one, and the text formats show severities, in colour with ``color``)."""
     if fmt == "concise":
-        return render_concise(findings, files_checked, fixable, quiet)
+        return render_concise(findings, files_checked, fixable, quiet, color)
     if fmt == "pylint":
         return render_pylint(findings)
     if fmt == "gitlab":
@@ -438,11 +461,11 @@ def render(
     if fmt == "junit":
         return render_junit(findings)
     if fmt == "full":
-        return render_full(findings, files_checked, quiet)
+        return render_full(findings, files_checked, quiet, terminal, color)
     if fmt == "json":
         return render_json(findings, files_checked)
     if fmt == "sarif":
         return render_sarif(findings, files_checked, root)
     if fmt == "github":
         return render_github(findings, files_checked)
-    return render_text(findings, files_checked, quiet)
+    return render_text(findings, files_checked, quiet, terminal, color)

@@ -302,7 +302,15 @@ def _sink_keys(
     seq_node = _sink_option(model, call, scope, "sequence_by", "sequence")
     history = values.const_int(_sink_option(model, call, scope, "scd_type"), scope) == 2
     keys = values.const_strings(keys_node, scope) or []
-    return sink_target(model, values, call, scope), keys, values.const_strings(seq_node, scope) or [], history
+    seqs = values.const_strings(seq_node, scope) or []
+    # partial_update's sequence_groups={"pay_seq": ["paid_at", "amount"], ...}: each group's sequence column
+    groups = _sink_option(model, call, scope, "sequence_groups")
+    groups = model.resolve_dict(groups, scope) if groups is not None else None
+    if type(groups) is ast.Dict:
+        for k in groups.keys:
+            names = values.const_strings(k, scope) if k is not None else None
+            seqs += [n for n in names or () if n not in seqs]
+    return sink_target(model, values, call, scope), keys, seqs, history
 
 
 def _sink_option(model: SemanticModel, call: ast.Call, scope: Scope, *names: str) -> ast.AST | None:

@@ -24,7 +24,10 @@ version before it, so a replay rewrites the table's history: its versions open a
 re-sent events open new versions instead of matching the ones already written. The finding is an error, like
 every clock sequence, and its message says that it rewrites history on every replay; the same holds for the
 other sources (random numbers, UUIDs, partition-dependent ids, numberings over orderings that may tie). The
-columns named in `track_history` / `track_history_except` are ordinary written columns.
+columns named in `track_history` / `track_history_except` are ordinary written columns. A partial-update
+sink's `sequence_groups` (`UpsertSink(..., merge_engine="partial_update", sequence_groups={"pay_seq":
+["paid_at", "amount"]})`) names one sequence column per group of columns: a clock in any of them (its keys)
+is an error, as in `sequence_by`.
 
 A declarative pipeline's CDC flow (`dlt.apply_changes`, `create_auto_cdc_flow` of `dlt` or
 `pyspark.pipelines`) declares its `keys` and `sequence_by` like a sink: a clock in the column its
@@ -42,6 +45,16 @@ A declarative pipeline's CDC flow (`dlt.apply_changes`, `create_auto_cdc_flow` o
         "rows": "filter on a time passed in as a job parameter (the batch's logical date), not on the clock.",
     },
     invalid=(
+        Invalid(
+            "from pyspark.sql import functions as F\nfrom upsertsink import UpsertSink\n"
+            "sink = UpsertSink('/lake/pay', keys=['id'], merge_engine='partial_update',\n"
+            "                  sequence_groups={'pay_seq': ['paid_at', 'amount']})\n"
+            "sink.write(df.withColumn('pay_seq', F.current_timestamp()), batch_id=1)\n",
+            5,
+            37,
+            "sequence",
+            "pay_seq",
+        ),
         # a clock that only stamps (a SET clause) is a column finding: the ON clause only tests the column it
         # writes for null, which a clock never is
         Invalid(

@@ -347,6 +347,11 @@ matches nothing. The guard must be a strict `>`/`<` comparison that the whole co
 `AND`, `&` for Column expressions): `s.batch_id >= t.batch_id`, or one joined by `OR` (`... OR s.force`),
 lets the same batch through again, and so does a guard column the update sets to its own value
 (`batch_id = t.batch_id`).
+
+For a total that must grow with every batch, upsertsink's aggregate engine is the exactly-once
+alternative: `UpsertSink(path, keys=[...], merge_engine="aggregate", aggregates={"total": "sum", "n":
+"count"})` (also `UpsertSink.for_table(...)`) folds each batch in once, because the batch id is recorded in
+the same commit as the new totals: a replayed batch is skipped and checked, never counted twice.
 """,
     why="A replayed batch is applied again on top of its own first application (double counting).",
     why_in={
@@ -354,10 +359,11 @@ lets the same batch through again, and so does a guard column the update sets to
         "so a batch replayed after later ones brings back elements they removed.",
     },
     fix={
-        "write": "compute the new value from the batch alone, or make the whole write happen once per batch: "
-        'guard the clause with a newer-wins condition on a column the update also sets (`condition="s.batch_id '
-        '> t.last_batch_id"`, `set={..., "last_batch_id": "s.batch_id"}`), or write per-batch rows keyed by '
-        "batch id (UpsertSink with `batch_id`) and aggregate when reading.",
+        "write": 'write with `UpsertSink(path, keys=[...], merge_engine="aggregate", aggregates={"total": '
+        '"sum"})` and a `batch_id` (each batch folded in exactly once: the batch id is committed with the '
+        "totals), or compute the new value from the batch alone, or guard the clause with a newer-wins "
+        'condition on a column the update also sets (`condition="s.batch_id > t.last_batch_id"`, '
+        '`set={..., "last_batch_id": "s.batch_id"}`).',
         "union": "if elements may be removed by later batches, guard the clause with a newer-wins condition on "
         "a column it also sets, or rebuild the set from the batch.",
     },

@@ -12,8 +12,9 @@ the run looked at:
   for one, every ``.sql`` file a result depends on;
 - the linter's own source files and folders.
 
-The key of a record is the command line, the current folder, the ``UPSERTSINK_*`` environment, which
-streams are terminals and their encodings, and the interpreter. A later run with the same key whose every
+The key of a record is the command line, the current folder, the ``UPSERTSINK_*`` environment (and
+``NO_COLOR`` and ``TERM``, which colour a terminal's output), which streams are terminals and their
+encodings, and the interpreter. A later run with the same key whose every
 recorded path stats the same writes the recorded output and exits with the recorded code, before click,
 pathlib or the configuration are loaded (:mod:`upsertsink.launch`). Anything else takes the full path, where
 the content-hash cache (:mod:`.cache`) still serves the unchanged files.
@@ -43,6 +44,7 @@ CACHE_DIR = ".upsertsink_cache"  # the content-hash cache's folder (cache.CACHE_
 PREFIX = "run-"
 FORMAT = 1  # the shape of a record
 OFF_ENV = "UPSERTSINK_NO_RUN_RECORD"
+_COLOR_ENV = ("NO_COLOR", "TERM")
 _FINE_MARGIN_NS = 50_000_000  # a modification time with a fraction of a second: several clock ticks
 _COARSE_MARGIN_NS = 2_000_000_000  # one in whole seconds (and the content-hash cache's stat margin)
 _KEEP = 8  # records per cache folder (the oldest go first)
@@ -82,7 +84,8 @@ def _stream_facts(fd: int, stream: object) -> tuple[bool, str, str]:
 
 def key(argv: list[str], cwd: str) -> str:
     """The record key of a command: what the run's output may depend on besides the paths it stats."""
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("UPSERTSINK_"))
+    # the output's colour on a terminal depends on NO_COLOR and TERM too (command/terminal.py)
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("UPSERTSINK_") or k in _COLOR_ENV)
     facts = (
         FORMAT,
         list(argv),
