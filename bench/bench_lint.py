@@ -8,7 +8,7 @@ interleaved so that both see the same load:
 - two trees, cold and warm: ``upsertsink lint TREE`` against ``ruff check --select DTZ,S311 TREE`` (ruff's
   rules for wall-clock and random values, the nearest it has). Cold: ``--no-cache`` for both. Warm: the cache
   filled by an untimed run, nothing changed since;
-- in process (``upsertsink.lint.runner.lint_paths``, no start-up) on pyspark, and ``libcst.parse_module`` on
+- in process (``upsertsink.lint.run.runner.lint_paths``, no start-up) on pyspark, and ``libcst.parse_module`` on
   every pyspark file once (the earlier targets: cold <= 0.3x, warm <= 0.05x that parse).
 
 The trees: job code, a stand-in for the ~70 public job files the issue measured (which are not in this
@@ -147,8 +147,8 @@ def summary(samples: dict[str, list[float]]) -> dict[str, dict]:
 
 
 def in_process(corpus: Path, cache_root: Path) -> dict:
-    from upsertsink.lint.config import Settings
-    from upsertsink.lint.runner import lint_paths
+    from upsertsink.lint.run.config import Settings
+    from upsertsink.lint.run.runner import lint_paths
 
     settings = Settings()
     settings.root = cache_root
@@ -217,7 +217,7 @@ def measure(args: argparse.Namespace, info: dict, pyspark: Path, scratch: Path) 
     project_job.write_text(SMALL_JOB, encoding="utf-8")
     config = scratch / "pyproject.toml"  # an explicit, empty config: our cache lives in the scratch folder
     config.write_text("[tool.upsertsink.lint]\n", encoding="utf-8")
-    # a run record is written only when nothing it read changed just before the run (lint/runrecord.py), as
+    # a run record is written only when nothing it read changed just before the run (lint/run/runrecord.py), as
     # a real warm run finds it: the trees keep their times, the config is dated as the small file is
     os.utime(config, (hour_ago, hour_ago))
     trees = {"jobs": jobs, "pyspark": pyspark}

@@ -1,6 +1,6 @@
 """``python -m upsertsink.lint``: the same command as ``upsertsink lint``."""
 
-from upsertsink.lint.cli import main
+from .command.cli import main
 
 if __name__ == "__main__":
     main()

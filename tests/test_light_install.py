@@ -116,7 +116,7 @@ def test_the_wheel_holds_every_package(wheel):
 
     names = zipfile.ZipFile(wheel).namelist()
     for module in ("upsertsink/diffing/compare.py", "upsertsink/io.py", "upsertsink/cli_common.py",
-                   "upsertsink/__main__.py", "upsertsink/lint/cli.py", "upsertsink/testing/pytest_plugin.py",
+                   "upsertsink/__main__.py", "upsertsink/lint/command/cli.py", "upsertsink/testing/pytest_plugin.py",
                    "upsertsink/jvm/S3ConditionalPutLogStore.java"):
         assert module in names, module
     assert not [n for n in names if n.startswith(("lint/", "tests/"))]

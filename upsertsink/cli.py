@@ -15,8 +15,8 @@ _COMMANDS = {
     "maintain": "upsertsink.cli_write:maintain",
     "diff": "upsertsink.cli_diff:diff_command",
     "replay-check": "upsertsink.cli_diff:replay_check_command",
-    "lint": "upsertsink.lint.cli:lint_command",
-    "server": "upsertsink.lint.server:server_command",
+    "lint": "upsertsink.lint.command.cli:lint_command",
+    "server": "upsertsink.lint.server.lsp:server_command",
 }
 
 

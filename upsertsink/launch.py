@@ -1,9 +1,9 @@
 """The ``upsertsink`` command's entry point.
 
-``upsertsink lint ...`` is first offered to the run records (:mod:`upsertsink.lint.runrecord`): when the same
+``upsertsink lint ...`` is first offered to the run records (:mod:`upsertsink.lint.run.runrecord`): when the same
 command ran before from the same folder and nothing it read has changed, its output is written again and the
 command exits, before click or the linter load. Otherwise a plain lint command line is read without click
-(:func:`upsertsink.lint.command.quick_main`; importing click costs more than half of a one-file run's start-up
+(:func:`upsertsink.lint.command.main.quick_main`; importing click costs more than half of a one-file run's start-up
 on a slow machine). Everything else (``--help``, usage errors, the other commands) is the click command line
 (:mod:`upsertsink.cli`).
 
@@ -25,12 +25,12 @@ def main() -> None:
     # click's shell completion (the variable its completion scripts set) is click's own business
     lint = sys.argv[1:2] == ["lint"] and "_UPSERTSINK_COMPLETE" not in os.environ
     if lint:
-        from upsertsink.lint.runrecord import replay
+        from upsertsink.lint.run.runrecord import replay
 
         code = replay(sys.argv[2:])
         if code is not None:
             raise SystemExit(code)
-        from upsertsink.lint.command import quick_main
+        from upsertsink.lint.command.main import quick_main
 
         code = quick_main(sys.argv[2:])
         if code is not None:

@@ -2,9 +2,11 @@
 non-idempotent writes.
 
 One rule per module, found automatically: every module of this package named ``ndNNN_<slug>.py`` exposes
-one :class:`Rule` as ``RULE`` (its code ``NDNNN``), holding the rule's catalogue entries, detector hooks,
-messages, examples and fixes. Adding a rule is adding such a module (then regenerate docs/rules.md).
-Modules starting with ``_`` hold what several rules share; ``base`` holds the :class:`Rule` class.
+one :class:`Rule` as ``RULE`` (its code ``NDNNN``), holding the rule's detector hooks, messages, examples
+and fixes; the sources it reports are the catalogue's entries under its code (``base/sources.py``).
+Adding a rule is adding such a module (and its sources, if any; then regenerate docs/rules.md). Modules
+starting with ``_`` hold what several rules share; ``rule`` holds the :class:`Rule` class, ``hooks`` what
+the analysis takes from all of them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import importlib
 import os
 import re
 
-from upsertsink.lint.rules.base import Invalid, Rule, Valid
+from .rule import Invalid, Rule, Valid
 
 _RULE_MODULE = re.compile(r"nd(\d{3})_\w+\.py")
 

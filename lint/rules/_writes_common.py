@@ -18,17 +18,17 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint.rules.base import Catalogue
-from upsertsink.lint.structs import struct
+from ..base.structs import struct
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from ..flow.context import Context
 
 _BATCH_PARAM = re.compile(r"^(micro_?)?(batch|epoch)_?(id|no|num|number|idx|index)$", re.IGNORECASE)
 _TXN_CONFS = frozenset({"spark.databricks.delta.write.txnappid", "spark.databricks.delta.write.txnversion"})
 # the words that make the pre-filter analyze a file for the write rules (``dlt`` and ``pipelines`` name the
 # modules of the declarative pipelines' decorators)
-TRIGGERS = Catalogue(trigger_words=frozenset({"batch", "epoch", "merge", "upsertsink", "dlt", "pipelines"}))
+# words that make the pre-filter analyze a file for the write rules
+TRIGGER_WORDS = frozenset({"batch", "epoch", "merge", "upsertsink", "dlt", "pipelines"})
 
 
 @struct
@@ -64,7 +64,7 @@ def advice(bf: BatchFn) -> str:
 
 def sql_module() -> Any:
     """The shared SQL module (imported late: it imports the catalogue, which imports the rules)."""
-    from upsertsink.lint import sql
+    from ..values import sql
 
     return sql
 

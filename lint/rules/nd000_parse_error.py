@@ -1,6 +1,6 @@
 """ND000: a file that cannot be parsed."""
 
-from upsertsink.lint.rules.base import Invalid, Rule, Valid
+from .rule import Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND000",

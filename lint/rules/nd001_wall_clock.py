@@ -1,43 +1,6 @@
 """ND001: the wall clock."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
-
-CATALOGUE = Catalogue(
-    python_calls=frozenset(
-        {
-            "datetime.datetime.now",
-            "datetime.datetime.utcnow",
-            "datetime.datetime.today",
-            "datetime.date.today",
-            "time.time",
-            "time.time_ns",
-            "time.monotonic",
-            "time.monotonic_ns",
-            "time.perf_counter",
-            "time.perf_counter_ns",
-            "time.process_time",
-            "pandas.Timestamp.now",
-            "pandas.Timestamp.utcnow",
-            "pandas.Timestamp.today",
-        }
-    ),
-    # time.localtime()/gmtime()/ctime()/asctime() and time.strftime(fmt) read the clock only without a time
-    python_calls_no_args=frozenset({"time.localtime", "time.gmtime", "time.ctime", "time.asctime"}),
-    python_calls_one_arg=frozenset({"time.strftime"}),
-    python_now_strings=frozenset({"pandas.Timestamp", "pandas.to_datetime", "numpy.datetime64"}),
-    spark_functions=frozenset(
-        {
-            "current_timestamp",
-            "current_date",
-            "curdate",
-            "current_time",
-            "now",
-            "localtimestamp",
-            "unix_timestamp",
-        }
-    ),
-    spark_no_arg_only=frozenset({"unix_timestamp"}),
-)
+from .rule import Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND001",
@@ -61,7 +24,10 @@ version before it, so a replay rewrites the table's history: its versions open a
 re-sent events open new versions instead of matching the ones already written. The finding is an error, like
 every clock sequence, and its message says that it rewrites history on every replay; the same holds for the
 other sources (random numbers, UUIDs, partition-dependent ids, numberings over orderings that may tie). The
-columns named in `track_history` / `track_history_except` are ordinary written columns.
+columns named in `track_history` / `track_history_except` are ordinary written columns. A partial-update
+sink's `sequence_groups` (`UpsertSink(..., merge_engine="partial_update", sequence_groups={"pay_seq":
+["paid_at", "amount"]})`) names one sequence column per group of columns: a clock in any of them (its keys)
+is an error, as in `sequence_by`.
 
 A declarative pipeline's CDC flow (`dlt.apply_changes`, `create_auto_cdc_flow` of `dlt` or
 `pyspark.pipelines`) declares its `keys` and `sequence_by` like a sink: a clock in the column its
@@ -69,7 +35,6 @@ A declarative pipeline's CDC flow (`dlt.apply_changes`, `create_auto_cdc_flow` o
 `"current_timestamp()"`), is an error.
 """,
     why="Each replay sees a different time.",
-    catalogue=CATALOGUE,
     fix={
         "key": "derive the key from source columns, e.g. `sha2(concat_ws('|', col_a, col_b), 256)`; never from "
         "the clock.",
@@ -80,6 +45,28 @@ A declarative pipeline's CDC flow (`dlt.apply_changes`, `create_auto_cdc_flow` o
         "rows": "filter on a time passed in as a job parameter (the batch's logical date), not on the clock.",
     },
     invalid=(
+        Invalid(
+            "from pyspark.sql import functions as F\nfrom upsertsink import UpsertSink\n"
+            "sink = UpsertSink('/lake/pay', keys=['id'], merge_engine='partial_update',\n"
+            "                  sequence_groups={'pay_seq': ['paid_at', 'amount']})\n"
+            "sink.write(df.withColumn('pay_seq', F.current_timestamp()), batch_id=1)\n",
+            5,
+            37,
+            "sequence",
+            "pay_seq",
+        ),
+        # a clock that only stamps (a SET clause) is a column finding: the ON clause only tests the column it
+        # writes for null, which a clock never is
+        Invalid(
+            "from datetime import datetime\n"
+            "now = datetime.now().isoformat()\n"
+            "spark.sql(f\"MERGE INTO accounts t USING updates s ON t.id = s.id AND t.closed_at IS NULL \"\n"
+            "          f\"WHEN MATCHED THEN UPDATE SET t.closed_at = '{now}'\")\n",
+            2,
+            7,
+            "column",
+            "closed_at",
+        ),
         Invalid(
             "from pyspark.sql import functions as F\nfrom upsertsink import UpsertSink\n"
             "sink = UpsertSink('/t', keys=['id'])\n"

@@ -5,10 +5,11 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
+from ..base.types import FixSpec
+from .rule import Invalid, Rule, Valid, seed_fix
 
 if TYPE_CHECKING:
-    from upsertsink.lint.model import SemanticModel
+    from ..model.semantic import SemanticModel
 
 
 _SEEDABLE = frozenset({"rand", "randn", "random"})
@@ -27,18 +28,6 @@ def _seed_fix(model: SemanticModel, call: ast.Call, qualified: str) -> FixSpec |
     )
 
 
-CATALOGUE = Catalogue(
-    python_calls=frozenset({"os.urandom", "os.getrandom"}),
-    # every function of these modules draws a value, except the neutral ones and seeded constructors
-    python_modules=frozenset({"random", "secrets", "numpy.random"}),
-    python_module_neutral=frozenset({"seed", "getstate", "setstate", "SeedSequence", "BitGenerator"}),
-    python_module_seedable=frozenset(
-        {"Random", "default_rng", "RandomState", "Generator", "PCG64", "MT19937", "Philox", "SFC64"}
-    ),
-    spark_functions=frozenset({"rand", "randn", "random", "shuffle", "uniform", "randstr"}),
-    trigger_words=frozenset({"random", "secrets"}),
-)
-
 RULE = Rule(
     code="ND002",
     name="random-value",
@@ -56,7 +45,6 @@ same partitioning (the sequence is seeded per partition), so the seeded form is 
 nor is a seed read from the clock (`random.seed(time.time())`).
 """,
     why="Each replay draws different numbers.",
-    catalogue=CATALOGUE,
     fix_hook=_seed_fix,
     autofix="Unsafe: Spark's `rand()`, `randn()` and `random()` without arguments gain an explicit "
     "`seed=N` (N derived from the call's position and text, so two calls get different seeds). The values "

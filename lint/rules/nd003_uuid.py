@@ -1,6 +1,6 @@
 """ND003: random UUIDs."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from .rule import Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND003",
@@ -12,10 +12,6 @@ RULE = Rule(
 Name-based UUIDs (`uuid.uuid5(namespace, name)` / `uuid3`) are deterministic and not reported.
 """,
     why="Each replay generates new ids.",
-    catalogue=Catalogue(
-        python_calls=frozenset({"uuid.uuid1", "uuid.uuid4", "uuid.uuid6", "uuid.uuid7"}),
-        spark_functions=frozenset({"uuid"}),
-    ),
     fix={
         "key": "derive the id from the row's business key: `uuid.uuid5(NAMESPACE, key)` in Python or "
         "`sha2(concat_ws('|', col_a, col_b), 256)` in Spark.",

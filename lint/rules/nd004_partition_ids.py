@@ -1,6 +1,6 @@
 """ND004: partition- and position-dependent ids."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from .rule import Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND004",
@@ -17,28 +17,6 @@ files are rewritten (compaction, OPTIMIZE). A seeded `rand(42)` (also `randn`, `
 only while the input is split and ordered the same way.
 """,
     why="A replay that reads the same rows with a different layout numbers them differently.",
-    catalogue=Catalogue(
-        spark_functions=frozenset(
-            {
-                "monotonically_increasing_id",
-                "spark_partition_id",
-                "input_file_name",
-                "input_file_block_start",
-                "input_file_block_length",
-            }
-        ),
-        # RDD row numbering by position: rdd.zipWithIndex().map(...).toDF([..., "row_id"])
-        method_sources=frozenset({"zipWithIndex", "zipWithUniqueId"}),
-        # random functions given a seed (argument position): repeatable only for the same partitioning
-        spark_seeded=(
-            ("rand", 0),
-            ("randn", 0),
-            ("random", 0),
-            ("shuffle", 1),
-            ("uniform", 2),
-            ("randstr", 1),
-        ),
-    ),
     fix={
         "key": "derive the key from source columns, e.g. `sha2(concat_ws('|', col_a, col_b), 256)`, not from "
         "the row's position.",
@@ -69,6 +47,20 @@ only while the input is split and ordered the same way.
             32,
             "column",
             "bucket",
+        ),
+        # a surrogate key named by a parameter that no call here gives: the merge condition names the same
+        # column by the same parameter, so it is the write's merge key, whatever it is called
+        Invalid(
+            "from delta.tables import DeltaTable\nfrom pyspark.sql import functions as F\n\n"
+            "def add_rows(target, rows, key_col):\n"
+            "    staged = rows.withColumn(key_col, F.monotonically_increasing_id())\n"
+            "    on = f't.{key_col} = s.{key_col}'\n"
+            "    DeltaTable.forName(spark, target).alias('t').merge(staged.alias('s'), on)"
+            ".whenNotMatchedInsertAll().execute()\n",
+            5,
+            39,
+            "key",
+            "{key_col}",
         ),
     ),
     valid=(

@@ -2,7 +2,7 @@
 
 Found by its catalogue entries (aggregates), which the shared flow evaluates: the rule has no hook."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from .rule import Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND005",
@@ -19,26 +19,6 @@ wrapped in `sort_array`, `array_sort` or `size` (in Python or in SQL text), nor 
 other than `first`/`last`/`collect_*` (`agg({"v": "max"})`).
 """,
     why="A replay can pick a different row or order the elements differently.",
-    catalogue=Catalogue(
-        spark_functions=frozenset(
-            {
-                "first",
-                "last",
-                "first_value",
-                "last_value",
-                "any_value",
-                "collect_list",
-                "collect_set",
-                "array_agg",
-                "listagg",
-                "string_agg",
-                "mode",
-            }
-        ),
-        ordered_ok=frozenset({"first", "last", "first_value", "last_value", "collect_list", "array_agg"}),
-        order_insensitive_args_of=frozenset({"collect_list", "collect_set", "array_agg"}),
-        order_fixing_functions=frozenset({"sort_array", "array_sort", "size", "array_size", "cardinality"}),
-    ),
     fix={
         "key": "aggregate with an order-insensitive function (`min`, `max`, `sort_array(collect_set(...))`) or "
         "pick the row with `max_by(x, tie_free_ordering)`.",

@@ -2,7 +2,7 @@
 
 Found by its catalogue entries (window functions), which the shared flow evaluates: the rule has no hook."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from .rule import Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND006",
@@ -29,10 +29,6 @@ so the finding is a warning, not an error.
 """,
     why="Among tied rows the numbering is arbitrary.",
     # rank(), dense_rank(), percent_rank() and cume_dist() give tied rows equal values: deterministic
-    catalogue=Catalogue(
-        window_functions=frozenset({"row_number", "ntile", "lag", "lead", "nth_value"}),
-        ordered_ok=frozenset({"nth_value"}),
-    ),
     fix={
         "key": "add a tie-breaker to the window ordering, e.g. `.orderBy(F.col('updated_at').desc(), "
         "F.col('event_id'))`.",

@@ -5,14 +5,14 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint import chains
-from upsertsink.lint.api import COLUMN_KEEPING, PASS_THROUGH
-from upsertsink.lint.facts import norm
-from upsertsink.lint.rules.base import Invalid, Rule, Valid
+from ..base.spark_api import COLUMN_KEEPING, PASS_THROUGH
+from ..flow.facts import norm
+from ..model import chains
+from .rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
-    from upsertsink.lint.scopes import Scope
+    from ..flow.context import Context
+    from ..model.scopes import Scope
 
 
 def _selects_only(ctx: Context, node: ast.AST, scope: Scope, columns: list[str]) -> bool:

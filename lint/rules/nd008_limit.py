@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint import chains
-from upsertsink.lint.api import PANDAS_FRAMES
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from ..base.spark_api import PANDAS_FRAMES
+from ..model import chains
+from .rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from ..flow.context import Context
 
 
 def _limit_hook(ctx: Context, call: ast.Call, scope: Any) -> None:
@@ -105,7 +105,6 @@ Spark's `head(n)` and `tail(n)` are actions that only look.
     why="A replay can write a different subset of rows.",
     method_hooks={"limit": _limit_hook, "head": _head_hook, "tail": _head_hook},
     subscript_hooks={"iloc": _iloc_hook},
-    catalogue=Catalogue(sql_clauses=frozenset({"limit"})),
     fix={
         "rows": "order before limiting with a tie-free ordering: `df.orderBy('id').limit(n)`.",
         "column": "order before limiting with a tie-free ordering.",

@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint import chains
-from upsertsink.lint.callsites import passed
-from upsertsink.lint.rules.base import Catalogue, FixSpec, Invalid, Rule, Valid, seed_fix
+from ..base.types import FixSpec
+from ..model import chains
+from ..model.callsites import passed
+from .rule import Invalid, Rule, Valid, seed_fix
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from ..flow.context import Context
 
 
 def _seeded_sample(ctx: Context, call: ast.Call, method: str) -> bool:
@@ -97,7 +98,6 @@ seed; `seed=None` (or `random_state=None`, or `None` in the seed's place) is no 
 """,
     why="A replay writes a different sample.",
     method_hooks={"sample": _sample_hook, "sampleBy": _sample_hook, "randomSplit": _sample_hook},
-    catalogue=Catalogue(sql_clauses=frozenset({"tablesample"}), trigger_words=frozenset({"tablesample"})),
     fix={
         "rows": "seed the sampler (`df.sample(fraction=0.1, seed=42)`), or select rows by a hash of their key.",
         "column": "seed the sampler.",

@@ -1,6 +1,6 @@
 """ND010: Python UDFs whose body uses a nondeterministic source."""
 
-from upsertsink.lint.rules.base import Catalogue, Invalid, Rule, Valid
+from .rule import Invalid, Rule, Valid
 
 RULE = Rule(
     code="ND010",
@@ -15,7 +15,6 @@ Spark cannot see inside a Python UDF and treats it as deterministic unless it is
 run). The source is followed through the UDF's `return` statements.
 """,
     why="The UDF returns a different value on each replay.",
-    catalogue=Catalogue(udf_factories=frozenset({"udf", "pandas_udf"})),
     fix={
         "key": "compute the key from the UDF's inputs only (hash them), not from the clock or a random source.",
         "sequence": "take the sequence from the data passed into the UDF.",

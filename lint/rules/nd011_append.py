@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint.paths import table_name
-from upsertsink.lint.rules._writes_common import (
+from ..base.structs import struct
+from ..base.types import FixSpec
+from ..values.paths import table_name
+from ._writes_common import (
     BATCH_FUNCTION_HOOKS,
-    TRIGGERS,
+    TRIGGER_WORDS,
     BatchFn,
     advice,
     batch_calls,
@@ -16,11 +18,10 @@ from upsertsink.lint.rules._writes_common import (
     const,
     txn_marked,
 )
-from upsertsink.lint.rules.base import FixSpec, Invalid, Valid, WriteRule
-from upsertsink.lint.structs import struct
+from .rule import Invalid, Valid, WriteRule
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from ..flow.context import Context
 
 
 _TXN_OPTIONS = frozenset({"txnappid", "txnversion"})
@@ -261,7 +262,7 @@ Cassandra (its writes are upserts by primary key).
     "unique per writer. If the query is ever started again from a new checkpoint, its epoch ids restart "
     "at 0: change the app id then. The same fix is unsafe when the code does not name the format "
     '(`mode("append").saveAsTable(...)`): it assumes a Delta table, and another format ignores the options.',
-    catalogue=TRIGGERS,
+    trigger_words=TRIGGER_WORDS,
     method_hooks=BATCH_FUNCTION_HOOKS,
     module_hooks=(check_appends,),
     invalid=(

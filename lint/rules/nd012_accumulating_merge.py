@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint import chains, sqlsimple
-from upsertsink.lint.rules._writes_common import TRIGGERS, const, sql_module
-from upsertsink.lint.rules.base import Invalid, Valid, WriteRule
+from ..model import chains
+from ..values import sqlsimple
+from ._writes_common import TRIGGER_WORDS, const, sql_module
+from .rule import Invalid, Valid, WriteRule
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from ..flow.context import Context
 
 
 _UPDATE_CLAUSES = {  # method -> (keyword of the map, its position, keyword of the condition, its position)
@@ -71,7 +72,7 @@ def _sql_accumulates(node: Any, column: str, names: frozenset[str]) -> str | Non
 
 def _text_accumulates(text: str, column: str, names: frozenset[str]) -> str | None:
     """:func:`_sql_accumulates` of a SQL text. A simple one (columns, literals and comparisons:
-    lint/sqlsimple.py) folds nothing into a column and is answered without sqlglot."""
+    lint/values/sqlsimple.py) folds nothing into a column and is answered without sqlglot."""
     if sqlsimple.parse(text) is not None:
         return None
     tree = sql_module().parse_expression(text)
@@ -346,6 +347,11 @@ matches nothing. The guard must be a strict `>`/`<` comparison that the whole co
 `AND`, `&` for Column expressions): `s.batch_id >= t.batch_id`, or one joined by `OR` (`... OR s.force`),
 lets the same batch through again, and so does a guard column the update sets to its own value
 (`batch_id = t.batch_id`).
+
+For a total that must grow with every batch, upsertsink's aggregate engine is the exactly-once
+alternative: `UpsertSink(path, keys=[...], merge_engine="aggregate", aggregates={"total": "sum", "n":
+"count"})` (also `UpsertSink.for_table(...)`) folds each batch in once, because the batch id is recorded in
+the same commit as the new totals: a replayed batch is skipped and checked, never counted twice.
 """,
     why="A replayed batch is applied again on top of its own first application (double counting).",
     why_in={
@@ -353,14 +359,15 @@ lets the same batch through again, and so does a guard column the update sets to
         "so a batch replayed after later ones brings back elements they removed.",
     },
     fix={
-        "write": "compute the new value from the batch alone, or make the whole write happen once per batch: "
-        'guard the clause with a newer-wins condition on a column the update also sets (`condition="s.batch_id '
-        '> t.last_batch_id"`, `set={..., "last_batch_id": "s.batch_id"}`), or write per-batch rows keyed by '
-        "batch id (UpsertSink with `batch_id`) and aggregate when reading.",
+        "write": 'write with `UpsertSink(path, keys=[...], merge_engine="aggregate", aggregates={"total": '
+        '"sum"})` and a `batch_id` (each batch folded in exactly once: the batch id is committed with the '
+        "totals), or compute the new value from the batch alone, or guard the clause with a newer-wins "
+        'condition on a column the update also sets (`condition="s.batch_id > t.last_batch_id"`, '
+        '`set={..., "last_batch_id": "s.batch_id"}`).',
         "union": "if elements may be removed by later batches, guard the clause with a newer-wins condition on "
         "a column it also sets, or rebuild the set from the batch.",
     },
-    catalogue=TRIGGERS,
+    trigger_words=TRIGGER_WORDS,
     method_hooks={m: _on_update_clause for m in _UPDATE_CLAUSES},
     module_hooks=(check_accumulating_merges,),
     invalid=(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint import chains
-from upsertsink.lint.rules._writes_common import (
+from ..model import chains
+from ._writes_common import (
     BATCH_FUNCTION_HOOKS,
-    TRIGGERS,
+    TRIGGER_WORDS,
     BatchFn,
     advice,
     batch_calls,
@@ -16,10 +16,10 @@ from upsertsink.lint.rules._writes_common import (
     calls_by_scope,
     txn_marked,
 )
-from upsertsink.lint.rules.base import Invalid, Valid, WriteRule
+from .rule import Invalid, Valid, WriteRule
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from ..flow.context import Context
 
 
 def _is_delta_merge(ctx: Context, call: ast.Call, scope: Any) -> bool:
@@ -114,7 +114,7 @@ only these), or, with deltalake, commits a `Transaction` (`commit_properties=`) 
         "(`dlt.create_auto_cdc_flow` / `dlt.apply_changes` on Databricks), or run the MERGE in a job outside "
         "the pipeline, with `UpsertSink`.",
     },
-    catalogue=TRIGGERS,
+    trigger_words=TRIGGER_WORDS,
     method_hooks=BATCH_FUNCTION_HOOKS,
     module_hooks=(check_unmarked_merges,),
     invalid=(

@@ -6,18 +6,13 @@ import ast
 import re
 from typing import TYPE_CHECKING, Any
 
-from upsertsink.lint.callsites import passed
-from upsertsink.lint.rules._writes_common import (
-    BATCH_FUNCTION_HOOKS,
-    TRIGGERS,
-    BatchFn,
-    batch_functions,
-    write_state,
-)
-from upsertsink.lint.rules.base import FixSpec, Invalid, Valid, WriteRule
+from ..base.types import FixSpec
+from ..model.callsites import passed
+from ._writes_common import BATCH_FUNCTION_HOOKS, TRIGGER_WORDS, BatchFn, batch_functions, write_state
+from .rule import Invalid, Valid, WriteRule
 
 if TYPE_CHECKING:
-    from upsertsink.lint.context import Context
+    from ..flow.context import Context
 
 
 _BATCH_WORD = re.compile(r"batch|epoch|chunk|micro", re.IGNORECASE)
@@ -154,7 +149,7 @@ not reported: it has no batch id to pass (the write rules ND011 and ND013 do loo
     autofix="Unsafe: in a function that receives the epoch/batch id, the call gains `batch_id=<that "
     "parameter>`. The sink then skips batch ids at or below the last one committed for its `app_id`, so a "
     "query restarted from a new checkpoint (epoch ids start at 0 again) needs a new `app_id`.",
-    catalogue=TRIGGERS,
+    trigger_words=TRIGGER_WORDS,
     method_hooks=BATCH_FUNCTION_HOOKS,
     module_hooks=(check_sink_writes,),
     invalid=(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from upsertsink.lint.checker import CheckOptions, Finding, check_bytes
-from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
+from upsertsink.lint.check.checker import CheckOptions, Finding, check_bytes
+from upsertsink.lint.run.config import DEFAULT_KEY_PATTERNS
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "issue24"
 

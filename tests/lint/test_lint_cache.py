@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from upsertsink.lint.config import Settings
-from upsertsink.lint.runner import lint_paths
+from upsertsink.lint.run.config import Settings
+from upsertsink.lint.run.runner import lint_paths
 
 JOB = "from pyspark.sql import functions as F\ndf2 = df.withColumn('id', F.rand())\n"
 

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from upsertsink.lint.cli import lint_command
-from upsertsink.lint.report import escape_data, escape_property
+from upsertsink.lint.command.cli import lint_command
+from upsertsink.lint.command.report import escape_data, escape_property
 from upsertsink.lint.rules import ALL_RULES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -326,7 +325,7 @@ def test_linter_never_imports_pyspark(project: Path) -> None:
     code = (
         "import sys, json\n"
         "from click.testing import CliRunner\n"
-        "from upsertsink.lint.cli import lint_command\n"
+        "from upsertsink.lint.command.cli import lint_command\n"
         "CliRunner().invoke(lint_command, ['jobs', '--no-cache'])\n"
         "heavy = ('pyspark', 'py4j', 'pandas', 'pyarrow', 'deltalake', 'delta', 'libcst')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
@@ -366,17 +365,17 @@ def test_broken_pyproject_on_the_way_up_exits_2(project: Path) -> None:
 
 
 def test_config_md_is_generated_and_up_to_date() -> None:
-    from upsertsink.lint.docs import render_config_md
+    from upsertsink.lint.command.reference import render_config_md
 
     committed = (REPO / "docs" / "config.md").read_text(encoding="utf-8")
     assert committed == render_config_md(), (
-        "regenerate with: python -m upsertsink.lint.docs config > docs/config.md"
+        "regenerate with: python -m upsertsink.lint.command.reference config > docs/config.md"
     )
 
 
 def test_config_md_documents_every_setting_and_option_with_examples_that_load(tmp_path: Path) -> None:
-    from upsertsink.lint.config import SETTINGS, TABLE_KEYS, load_table, resolve_settings
-    from upsertsink.lint.docs import render_config_md
+    from upsertsink.lint.command.reference import render_config_md
+    from upsertsink.lint.run.config import SETTINGS, TABLE_KEYS, load_table, resolve_settings
 
     text = render_config_md()
     assert {s.name for s in SETTINGS} == TABLE_KEYS

@@ -16,14 +16,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from lint_helpers import launch
-
-from upsertsink.lint import sql as sqlmod
-from upsertsink.lint import workers
-from upsertsink.lint.checker import CheckOptions, SourceLines
-from upsertsink.lint.cli import lint_command
-from upsertsink.lint.config import Settings
-from upsertsink.lint.runner import lint_paths
-from upsertsink.lint.workers import PARALLEL_MIN_BYTES, _plan
+from upsertsink.lint.check.checker import CheckOptions, SourceLines
+from upsertsink.lint.command.cli import lint_command
+from upsertsink.lint.run import workers
+from upsertsink.lint.run.config import Settings
+from upsertsink.lint.run.runner import lint_paths
+from upsertsink.lint.run.workers import PARALLEL_MIN_BYTES, _plan
+from upsertsink.lint.values import sql as sqlmod
 
 PLAIN = (
     "import uuid\n"

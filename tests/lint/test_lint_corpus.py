@@ -8,61 +8,30 @@ and .sql files resolve as they would in a repository.
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from upsertsink.lint.cli import lint_command
-from upsertsink.lint.config import DEFAULT_KEY_PATTERNS
+from lint_helpers import labelled, lint_tree, reported
+from upsertsink.lint.command.cli import lint_command
+from upsertsink.lint.run.config import DEFAULT_KEY_PATTERNS
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"
-_EXPECT = re.compile(r"expect: (ND\d{3}) (error|warning) (key|sequence|column|write) (\S+)")
 
 
 def expected() -> set[tuple]:
     """(path, cell, line, rule, severity, target, column) for every label in the corpus."""
-    out: set[tuple] = set()
-    for path in sorted(CORPUS.rglob("*")):
-        rel = path.relative_to(CORPUS).as_posix()
-        if path.suffix == ".py":
-            for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                for m in _EXPECT.finditer(text):
-                    out.add((rel, None, number, *m.groups()))
-        elif path.suffix == ".ipynb":
-            nb = json.loads(path.read_text(encoding="utf-8"))
-            for cell_no, cell in enumerate(nb["cells"], 1):
-                lines = "".join(cell["source"]).splitlines()
-                for number, text in enumerate(lines, 1):
-                    for m in _EXPECT.finditer(text):
-                        out.add((rel, cell_no, number, *m.groups()))
-    return out
+    return labelled(CORPUS)
 
 
 @pytest.fixture(scope="module")
 def linted(tmp_path_factory) -> dict:
-    work = tmp_path_factory.mktemp("corpus")
-    shutil.copytree(CORPUS, work / "corpus")
-    (work / "corpus" / "pyproject.toml").write_text("[tool.upsertsink.lint]\n", encoding="utf-8")
-    before = Path.cwd()
-    os.chdir(work / "corpus")
-    try:
-        result = CliRunner().invoke(
-            lint_command, [".", "--format", "json", "--no-cache"], catch_exceptions=False
-        )
-    finally:
-        os.chdir(before)
-    return json.loads(result.output)
+    return lint_tree(CORPUS, tmp_path_factory.mktemp("corpus"))
 
 
 def got(doc: dict) -> set[tuple]:
-    return {
-        (f["path"], f.get("cell"), f["line"], f["rule"], f["severity"], f["target"], f["column_name"])
-        for f in doc["findings"]
-    }
+    return reported(doc)
 
 
 def test_corpus_has_labels_in_every_kind_of_file() -> None:

@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from upsertsink.lint.config import Settings
-from upsertsink.lint.runner import lint_paths
+from upsertsink.lint.run.config import Settings
+from upsertsink.lint.run.runner import lint_paths
 
 HELPERS = """\
 import uuid

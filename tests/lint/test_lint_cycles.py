@@ -24,7 +24,7 @@ def test_helpers_calling_each_other_through_columns_are_analyzed_in_bounded_time
     # check (the fixed code takes well under a second, the old one did not finish six helpers in hours)
     code = (
         "import sys\n"
-        "from upsertsink.lint.checker import check_bytes\n"
+        "from upsertsink.lint.check.checker import check_bytes\n"
         "r = check_bytes('job.py', sys.stdin.buffer.read(), [], [])\n"
         "print(*sorted((f.rule, f.line, f.column_name) for f in r.findings))\n"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from upsertsink.lint.docs import render_rules_md
+from upsertsink.lint.command.reference import render_rules_md
 from upsertsink.lint.rules import ALL_RULES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -12,7 +12,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 def test_rules_md_is_up_to_date() -> None:
     committed = (DOCS / "rules.md").read_text(encoding="utf-8")
-    assert committed == render_rules_md(), "regenerate with: python -m upsertsink.lint.docs > docs/rules.md"
+    assert committed == render_rules_md(), "regenerate with: python -m upsertsink.lint.command.reference > docs/rules.md"
 
 
 def test_rules_md_documents_every_rule() -> None:

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from upsertsink.lint.checker import check_bytes
-from upsertsink.lint.cli import lint_command
+from upsertsink.lint.check.checker import check_bytes
+from upsertsink.lint.command.cli import lint_command
 
 STREAM_JOB = """\
 from pyspark.sql import functions as F

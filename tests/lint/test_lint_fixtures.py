@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from upsertsink.lint.cli import lint_command
+from upsertsink.lint.command.cli import lint_command
 
 JOBS = Path(__file__).resolve().parent / "fixtures" / "jobs"
 

@@ -1,4 +1,4 @@
-"""Gitignore-style matching without pathspec for the simple forms (lint/globs.py), checked against pathspec.
+"""Gitignore-style matching without pathspec for the simple forms (lint/run/globs.py), checked against pathspec.
 
 pathspec's ``GitIgnoreSpec`` is the reference: every generated list of patterns must give the same answer for
 every generated path, whether globs.py matches the list itself or hands it to pathspec. The common ignore
@@ -16,8 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lint_helpers import launch
-
-from upsertsink.lint.globs import GlobError, compile_globs
+from upsertsink.lint.run.globs import GlobError, compile_globs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from lint_helpers import lint_code
-
-from upsertsink.lint.cli import lint_command
-from upsertsink.lint.config import Settings
-from upsertsink.lint.runner import lint_paths
+from upsertsink.lint.command.cli import lint_command
+from upsertsink.lint.run.config import Settings
+from upsertsink.lint.run.runner import lint_paths
 
 HISTORY = Path(__file__).resolve().parent / "fixtures" / "history"
 REWRITES = "rewrites history on every replay"

@@ -8,9 +8,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from lint_helpers import lint_code, summary
-
-from upsertsink.lint.checker import CheckOptions, check_bytes
-from upsertsink.lint.cli import lint_command
+from upsertsink.lint.check.checker import CheckOptions, check_bytes
+from upsertsink.lint.command.cli import lint_command
 
 # ---------------------------------------------------------------- keys from more places
 

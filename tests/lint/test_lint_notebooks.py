@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from upsertsink.lint.checker import check_bytes
-from upsertsink.lint.cli import lint_command
-from upsertsink.lint.notebooks import convert_databricks, convert_ipynb
+from upsertsink.lint.check.checker import check_bytes
+from upsertsink.lint.check.notebooks import convert_databricks, convert_ipynb
+from upsertsink.lint.command.cli import lint_command
 
 
 def notebook(*cells: tuple[str, str], language: str = "python") -> str:

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lint_helpers import LAUNCH, launch, run_python
-
-from upsertsink.lint.cli import lint_command
-from upsertsink.lint.options import FORMAT_ENV, OPTIONS, quick_parse
+from upsertsink.lint.base.structs import fields_of
+from upsertsink.lint.command.cli import lint_command
+from upsertsink.lint.command.options import FORMAT_ENV, OPTIONS, LintArgs, quick_parse
 
 JOB = "from pyspark.sql import functions as F\n\ndf2 = df.withColumn('id', F.rand())\n"
 CLEAN = "x = 1\n"
@@ -109,6 +109,14 @@ def test_every_option_of_the_table_is_an_option_of_the_click_command() -> None:
     assert {flag for opt in OPTIONS for flag in opt.flags} == click_flags - {"paths"}
 
 
+def test_the_command_line_read_has_a_field_for_every_option_and_its_default() -> None:
+    read = LintArgs()
+    assert set(fields_of(LintArgs)) == {"paths"} | {opt.dest for opt in OPTIONS}
+    for opt in OPTIONS:
+        empty = () if opt.kind == "multiple" else False if opt.kind == "flag" else opt.default
+        assert getattr(read, opt.dest) == empty, opt.dest
+
+
 TOKENS = [
     "jobs", "jobs/job.py", "missing.py", "-", "--", ".", "--format", "json", "xml", "--format=text",
     "--key", "id", "--select", "ND001", "-e", "-q", "-o", "out.txt", "--fix", "--no-cache", "--help",
@@ -156,7 +164,7 @@ def _traced(cwd: Path, *args: str) -> tuple[int, str, set[str]]:
 def test_a_one_file_run_through_the_script_never_imports_click(project: Path) -> None:
     code, out, modules = _traced(project, "jobs/job.py", "--no-cache", "--format", "json")
     assert code == 0 and '"rule": "ND002"' in out
-    assert "upsertsink.lint.analysis" in modules  # the trace sees the run's imports
+    assert "upsertsink.lint.check.analysis" in modules  # the trace sees the run's imports
     assert not {"click", "inspect", "dataclasses"} & modules
     code, out, modules = _traced(project, "--help")
     assert code == 0 and "--output-format" in out and "click" in modules
@@ -185,7 +193,7 @@ def test_the_script_behaves_as_the_click_command(project: Path, args: list[str])
     quick_file = out_file.read_text(encoding="utf-8") if out_file.exists() else None
     if out_file.exists():
         out_file.unlink()
-    clicked = run_python(project, "from upsertsink.lint.cli import main; main()", list(args))
+    clicked = run_python(project, "from upsertsink.lint.command.cli import main; main()", list(args))
     click_file = out_file.read_text(encoding="utf-8") if out_file.exists() else None
     assert quick == (clicked.returncode, clicked.stdout, clicked.stderr)
     assert quick_file == click_file

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from upsertsink.lint.cli import lint_command
-from upsertsink.lint.config import resolve_settings
-from upsertsink.lint.runner import lint_paths
+from upsertsink.lint.command.cli import lint_command
+from upsertsink.lint.run.config import resolve_settings
+from upsertsink.lint.run.runner import lint_paths
 
 HELPERS = """\
 import uuid

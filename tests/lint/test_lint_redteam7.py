@@ -131,8 +131,8 @@ def test_a_write_helper_called_twice_sends_each_calls_frame_to_that_calls_table(
 
 
 def test_a_write_helper_of_another_file_sends_each_calls_frame_to_that_calls_table(tmp_path, monkeypatch) -> None:
-    from upsertsink.lint.config import Settings
-    from upsertsink.lint.runner import lint_paths
+    from upsertsink.lint.run.config import Settings
+    from upsertsink.lint.run.runner import lint_paths
 
     (tmp_path / "common").mkdir()
     (tmp_path / "common" / "__init__.py").write_text("")
@@ -148,8 +148,8 @@ def test_a_write_helper_of_another_file_sends_each_calls_frame_to_that_calls_tab
 def test_keys_and_sequence_from_a_config_dict_of_another_file(tmp_path, monkeypatch) -> None:
     # before: entries of a dict imported from another file were never read: a clock in the key and in the
     # sequence were column warnings (the same dict in the job's own file gave the errors)
-    from upsertsink.lint.config import Settings
-    from upsertsink.lint.runner import lint_paths
+    from upsertsink.lint.run.config import Settings
+    from upsertsink.lint.run.runner import lint_paths
 
     (tmp_path / "common").mkdir()
     (tmp_path / "common" / "__init__.py").write_text("")
@@ -348,8 +348,8 @@ def test_a_key_computed_by_a_helper_of_the_same_file_from_the_dedup_columns_keep
 def test_a_name_a_run_notebook_imports_is_known_in_the_notebook_that_runs_it(tmp_path, monkeypatch) -> None:
     # public files: `datetime` imported by a `%run ../utils/logger` notebook; the calling notebook's
     # `datetime.now()` was not known as the clock
-    from upsertsink.lint.config import Settings
-    from upsertsink.lint.runner import lint_paths
+    from upsertsink.lint.run.config import Settings
+    from upsertsink.lint.run.runner import lint_paths
 
     (tmp_path / "logger.py").write_text(
         "# Databricks notebook source\nfrom datetime import datetime\n\ndef log(m):\n    print(datetime.now(), m)\n"
@@ -415,8 +415,8 @@ def test_a_source_in_a_lambda_given_to_map_or_apply_is_followed() -> None:
 def test_another_files_helper_given_to_transform_is_reported_at_transform(tmp_path, monkeypatch) -> None:
     # redteam10: `.transform(add_surrogate)` on the third line of a chain reported the helper's uuid at the
     # chain's first line
-    from upsertsink.lint.config import Settings
-    from upsertsink.lint.runner import lint_paths
+    from upsertsink.lint.run.config import Settings
+    from upsertsink.lint.run.runner import lint_paths
 
     (tmp_path / "helpers.py").write_text(
         "import uuid\nfrom pyspark.sql import functions as F\n\n"
@@ -476,8 +476,8 @@ def test_pandas_on_spark_head_decides_the_rows_of_the_table_it_is_written_to() -
 def test_a_key_computed_by_another_files_helper_from_the_dedup_columns_keeps_the_keys(tmp_path, monkeypatch) -> None:
     # redteam10: ``hash_key("click_id")`` imported from a key-utilities module after a dedup by click_id
     # was an error against click_key; the helper's summary now says which columns it reads
-    from upsertsink.lint.config import Settings
-    from upsertsink.lint.runner import lint_paths
+    from upsertsink.lint.run.config import Settings
+    from upsertsink.lint.run.runner import lint_paths
 
     (tmp_path / "keyutils.py").write_text(
         "from pyspark.sql import functions as F\n\n"
@@ -649,7 +649,7 @@ def test_a_jupyter_sql_cell_with_its_sql_on_the_magic_line_is_linted() -> None:
     # redteam12: ``%sql INSERT ... TABLESAMPLE (5 PERCENT)`` as a notebook cell's only line was skipped
     import json
 
-    from upsertsink.lint.checker import check_bytes
+    from upsertsink.lint.check.checker import check_bytes
 
     for source, position in [
         (["%sql INSERT INTO dw.d SELECT * FROM u TABLESAMPLE (5 PERCENT)\n"], (1, 39)),
@@ -663,7 +663,7 @@ def test_a_jupyter_sql_cell_with_its_sql_on_the_magic_line_is_linted() -> None:
 
 def test_an_undecodable_byte_is_reported_where_it_is() -> None:
     # redteam12: ND000 for a stray latin-1 byte was at 1:1
-    from upsertsink.lint.checker import check_bytes
+    from upsertsink.lint.check.checker import check_bytes
 
     [f] = check_bytes("job.py", b'import os\ny = "\xe9t\xe9"\n', [], []).findings
     assert (f.rule, f.line, f.column) == ("ND000", 2, 6)
@@ -736,8 +736,8 @@ def test_a_parameters_default_value_is_followed_when_a_call_leaves_it_out() -> N
 def test_keys_given_to_a_helper_called_as_a_module_attribute(tmp_path, monkeypatch) -> None:
     # redteam13: ``from lake import writer; writer.upsert(top, "/lake/gold/desks", ["desk"])`` lost the
     # keys (a warning on all columns) that ``from lake.writer import upsert`` gave (an error on desk)
-    from upsertsink.lint.config import Settings
-    from upsertsink.lint.runner import lint_paths
+    from upsertsink.lint.run.config import Settings
+    from upsertsink.lint.run.runner import lint_paths
 
     (tmp_path / "lake").mkdir()
     (tmp_path / "lake" / "__init__.py").write_text("")
@@ -778,8 +778,8 @@ def test_a_pipeline_expectation_that_drops_rows_decides_the_rows_of_its_table() 
 def test_a_sequence_given_to_a_helper_of_another_file(tmp_path, monkeypatch) -> None:
     # redteam13: ``upsert(out, "/lake/o", ["id"], "lsn")`` with ``UpsertSink(..., sequence_by=seq)`` in
     # another module: the clock in lsn was a column warning (an error with the helper in the same file)
-    from upsertsink.lint.config import Settings
-    from upsertsink.lint.runner import lint_paths
+    from upsertsink.lint.run.config import Settings
+    from upsertsink.lint.run.runner import lint_paths
 
     (tmp_path / "writer.py").write_text(
         "from upsertsink import UpsertSink\n\ndef upsert(df, path, keys, seq):\n"
@@ -843,7 +843,9 @@ def test_a_column_named_by_a_parameter_or_a_constant() -> None:
     # ``SEQ = "seq"`` did not read the numbering in ``seq``
     [f] = lint_code("from pyspark.sql import functions as F\ndef run(df, name):\n"
                     '    df.withColumn(name, F.rand()).write.saveAsTable("t")\n')
-    assert (f.rule, f.line, f.severity, f.column_name) == ("ND002", 3, "warning", "name")
+    # issue #49: a name no call gives is shown as the expression it is (``{name}``), not as a column "name"
+    assert (f.rule, f.line, f.severity, f.column_name) == ("ND002", 3, "warning", "{name}")
+    assert "column named by `name`" in f.message
     code = """
     from pyspark.sql import Window
     from pyspark.sql import functions as F

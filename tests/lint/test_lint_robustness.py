@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from upsertsink.lint.checker import check_bytes
-from upsertsink.lint.cli import lint_command
+from upsertsink.lint.check.checker import check_bytes
+from upsertsink.lint.command.cli import lint_command
 
 
 def test_random_bytes_never_crash() -> None:
@@ -216,7 +215,7 @@ def test_odd_databricks_exports_never_crash() -> None:
 
 def _checked(source: str, summarize: bool = False) -> list:
     """The findings of ``source`` (an error anywhere in the analysis fails the test: ND000 on valid code)."""
-    from upsertsink.lint.checker import CheckOptions
+    from upsertsink.lint.check.checker import CheckOptions
 
     result = check_bytes("job.py", source.encode(), [], [], options=CheckOptions(summarize=summarize))
     assert not [f for f in result.findings if f.rule == "ND000"], result.findings

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 from lint_helpers import lint_code
-
-from upsertsink.lint.checker import check_bytes
-from upsertsink.lint.fixes import fix_file
+from upsertsink.lint.check.checker import check_bytes
+from upsertsink.lint.command.rewrite import fix_file
 from upsertsink.lint.rules import ALL_RULES, RULES
 
 INVALID = [(r.code, i, ex) for r in ALL_RULES for i, ex in enumerate(r.invalid)]

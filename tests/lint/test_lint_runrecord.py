@@ -21,15 +21,14 @@ from pathlib import Path
 
 import pytest
 from lint_helpers import LAUNCH, launch, run_python
-
-from upsertsink.lint import runrecord
-from upsertsink.lint.cache import CACHE_DIR
+from upsertsink.lint.run import runrecord
+from upsertsink.lint.run.cache import CACHE_DIR
 
 # a fresh interpreter: the launcher's replay alone, reporting whether it served the command and what it loaded
 REPLAY = """
 import json, sys
 out, args = sys.argv[1], sys.argv[2:]
-from upsertsink.lint.runrecord import replay
+from upsertsink.lint.run.runrecord import replay
 code = replay(args)
 with open(out, "w", encoding="utf-8") as fh:
     json.dump({"code": code, "modules": sorted(sys.modules)}, fh)
@@ -119,7 +118,7 @@ def test_a_warm_run_is_the_recorded_output_without_click_or_the_linter(project: 
     served, r_out, r_err = replay(project, "jobs")
     assert (served["code"], r_out, r_err) == (code, out, err)
     loaded = served["modules"]
-    for heavy in ("click", "upsertsink.lint.cli", "upsertsink.lint.runner", "ast", "tomllib"):
+    for heavy in ("click", "upsertsink.lint.command.cli", "upsertsink.lint.run.runner", "ast", "tomllib"):
         assert heavy not in loaded, heavy
     # and the script gives the same through its launcher
     assert launch(project, "jobs") == (code, out, err)

@@ -57,6 +57,7 @@ class Session:
         self.published: dict[str, list[t.PublishDiagnosticsParams]] = {}
         self.messages: list[str] = []
         self.changed = asyncio.Condition()
+        self.capabilities: t.ServerCapabilities | None = None
 
     async def diagnostics(self, uri: str, count: int = 1) -> list[t.Diagnostic]:
         """The diagnostics of the ``count``-th publication for ``uri`` (waits for it)."""
@@ -89,9 +90,11 @@ class Session:
         return [a for a in result or [] if isinstance(a, t.CodeAction)]
 
 
-def run_session(root: Path, scenario: Callable[[Session], Awaitable[None]]) -> None:
-    """Start ``upsertsink server`` in ``root``, initialize it as an editor would, run the scenario, shut
-    the server down and check that it exited cleanly."""
+def run_session(
+    root: Path, scenario: Callable[[Session], Awaitable[None]], server_args: tuple[str, ...] = ()
+) -> None:
+    """Start ``upsertsink server`` (with ``server_args``) in ``root``, initialize it as an editor would, run
+    the scenario, shut the server down and check that it exited cleanly."""
 
     async def main() -> None:
         client = LanguageClient("upsertsink-tests", "1")
@@ -107,7 +110,7 @@ def run_session(root: Path, scenario: Callable[[Session], Awaitable[None]]) -> N
         def on_message(params: t.ShowMessageParams) -> None:
             session.messages.append(params.message)
 
-        await client.start_io(str(UPSERTSINK), "server", cwd=str(root))
+        await client.start_io(str(UPSERTSINK), "server", *server_args, cwd=str(root))
         try:
             result = await asyncio.wait_for(
                 client.initialize_async(
@@ -130,6 +133,8 @@ def run_session(root: Path, scenario: Callable[[Session], Awaitable[None]]) -> N
             caps = result.capabilities
             assert caps.code_action_provider is not None
             assert caps.notebook_document_sync is not None
+            assert caps.hover_provider
+            session.capabilities = caps
             client.initialized(t.InitializedParams())
             await scenario(session)
             await asyncio.wait_for(client.shutdown_async(None), TIMEOUT)
@@ -179,6 +184,16 @@ def only_edit(action: t.CodeAction, uri: str) -> t.TextEdit:
     (edit,) = action.edit.changes[uri]
     return edit
 
+
+
+async def hover(s: Session, uri: str, line: int, character: int) -> str | None:
+    """The Markdown the server shows on hover at a position, if any."""
+    params = t.HoverParams(text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line, character))
+    found = await asyncio.wait_for(s.client.text_document_hover_async(params), TIMEOUT)
+    if found is None:
+        return None
+    assert isinstance(found.contents, t.MarkupContent) and found.contents.kind == t.MarkupKind.Markdown
+    return found.contents.value
 
 @needs_pygls
 def test_diagnostics_on_open_then_cleared_by_a_change(tmp_path: Path) -> None:
@@ -569,3 +584,67 @@ def test_without_pygls_the_command_names_the_extra() -> None:
     assert proc.stderr.splitlines() == [
         'upsertsink: error: the language server needs pygls: pip install "upsertsink[server]"'
     ]
+
+
+@needs_pygls
+def test_hover_on_a_rule_code_shows_the_rules_documentation(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    job = root / "jobs" / "orders.py"
+    text = UUID_JOB.replace("F.current_timestamp())", "F.current_timestamp())  # noqa: ND001")
+    job.write_text(text)
+    uri = uri_of(job)
+    noqa_line = next(i for i, line in enumerate(text.splitlines()) if "noqa" in line)
+    code_at = text.splitlines()[noqa_line].index("ND001") + 2
+
+    async def scenario(s: Session) -> None:
+        s.open(uri, text)
+        [uuid] = await s.diagnostics(uri)  # the clock is silenced by its noqa comment
+        on_noqa = await hover(s, uri, noqa_line, code_at)
+        assert on_noqa is not None and on_noqa.startswith("## ND001 wall-clock")
+        assert "<!--" not in on_noqa and "**How to fix it.**" in on_noqa
+        at = uuid.range.start
+        on_finding = await hover(s, uri, at.line, at.character + 1)
+        assert on_finding is not None and on_finding.startswith("## ND003 random-uuid")
+        assert await hover(s, uri, 0, 0) is None  # `import uuid`: no code, no finding
+
+    run_session(root, scenario)
+
+
+@needs_pygls
+def test_workspace_diagnostics_lint_the_project_as_the_cli_does(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (root / "jobs" / "__init__.py").write_text("")
+    (root / "jobs" / "helpers.py").write_text(
+        "import uuid\n\nfrom pyspark.sql import functions as F\n\n\n"
+        "def new_id():\n    return F.lit(str(uuid.uuid4()))\n"
+    )
+    (root / "jobs" / "load.py").write_text(
+        "from jobs.helpers import new_id\nfrom upsertsink import UpsertSink\n\n"
+        'UpsertSink("/lake/t", keys=["id"]).write(df.withColumn("id", new_id()))\n'
+    )
+    (root / "jobs" / "clean.py").write_text("print('nothing to see')\n")
+    (root / "jobs" / "open.py").write_text(STREAM_JOB)
+
+    async def scenario(s: Session) -> None:
+        caps = s.capabilities
+        assert caps is not None and isinstance(caps.diagnostic_provider, t.DiagnosticOptions)
+        assert caps.diagnostic_provider.workspace_diagnostics
+        open_uri = uri_of(root / "jobs" / "open.py")
+        s.open(open_uri, STREAM_JOB)
+        pulled = await asyncio.wait_for(
+            s.client.text_document_diagnostic_async(
+                t.DocumentDiagnosticParams(text_document=t.TextDocumentIdentifier(uri=open_uri))
+            ),
+            TIMEOUT,
+        )
+        assert [d.code for d in pulled.items] == ["ND011"]
+        report = await asyncio.wait_for(
+            s.client.workspace_diagnostic_async(t.WorkspaceDiagnosticParams(previous_result_ids=[])), TIMEOUT
+        )
+        by_uri = {item.uri: [(d.range.start.line, d.code) for d in item.items] for item in report.items}
+        # the helper's uuid reaches the key through the other file, as `upsertsink lint` reports it
+        assert by_uri == {uri_of(root / "jobs" / "load.py"): [(3, "ND003")]}
+        assert open_uri not in by_uri  # an open document is reported from its buffer, when pulled
+        assert s.published.get(open_uri) is None  # pulled, never pushed
+
+    run_session(root, scenario, ("--workspace-diagnostics",))

@@ -1,4 +1,4 @@
-"""Simple SQL expressions answered without sqlglot (lint/sqlsimple.py), checked against sqlglot's answers.
+"""Simple SQL expressions answered without sqlglot (lint/values/sqlsimple.py), checked against sqlglot's answers.
 
 Every question the analysis asks of an expression (its output name, the columns it reads, its sites, its
 placeholders, its unknown functions, the columns a merge condition compares with ``=``, the newer-wins
@@ -16,8 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlglot.dialects.spark import Spark
-
-from upsertsink.lint import sql, sqlsimple
+from upsertsink.lint.values import sql, sqlsimple
 
 
 def by_sqlglot(text: str) -> tuple | None:
@@ -28,6 +27,7 @@ def by_sqlglot(text: str) -> tuple | None:
     return (
         alias,
         part.refs,
+        part.null_refs,
         part.holes,
         [s.name for s in part.sites],
         part.calls,
@@ -44,6 +44,7 @@ def by_fast_path(text: str) -> tuple | None:
     return (
         sqlsimple.alias(node),
         sqlsimple.columns(node),
+        sqlsimple.null_columns(node),
         set(),
         [],
         set(),

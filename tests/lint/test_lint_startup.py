@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 from lint_helpers import launch
-
-from upsertsink.lint.config import Settings
-from upsertsink.lint.runner import lint_paths
+from upsertsink.lint.run.config import Settings
+from upsertsink.lint.run.runner import lint_paths
 
 JOB = "from pyspark.sql import functions as F\ndf2 = df.withColumn('id', F.rand())\n"
 SQL_JOB = "spark.sql('INSERT INTO t SELECT uuid() AS id, v FROM s')\n"
@@ -36,7 +35,7 @@ LAZY = (
     "upsertsink.session",
     "logging",  # only with sqlglot, to quiet its logger
     "pkgutil",  # the rules are found by listing their folder
-    "dataclasses",  # the linter's data classes are structs (upsertsink.lint.structs): no code compiled
+    "dataclasses",  # the linter's data classes are structs (upsertsink.lint.base.structs): no code compiled
 )
 
 DRIVER = """
@@ -87,7 +86,7 @@ def test_lint_of_one_file_loads_the_analysis_and_nothing_heavy(project: Path) ->
     assert result["code"] == 0  # a warning: the exit code stays 0
     assert [f["rule"] for f in json.loads(out)["findings"]] == ["ND002"]
     modules = result["modules"]
-    assert "upsertsink.lint.analysis" in modules
+    assert "upsertsink.lint.check.analysis" in modules
     for name in NEVER + LAZY:
         assert not loaded(modules, name), name
 
@@ -96,8 +95,8 @@ def test_a_run_served_from_the_cache_does_not_load_the_analysis(project: Path) -
     first, out1 = run_cli(project, "lint", "job.py", "--format", "json")
     again, out2 = run_cli(project, "lint", "job.py", "--format", "json")
     assert out1 == out2 and json.loads(out2)["findings"][0]["rule"] == "ND002"
-    assert "upsertsink.lint.analysis" in first["modules"]
-    for name in ("upsertsink.lint.analysis", "upsertsink.lint.rules", "upsertsink.lint.sql", *NEVER, *LAZY):
+    assert "upsertsink.lint.check.analysis" in first["modules"]
+    for name in ("upsertsink.lint.check.analysis", "upsertsink.lint.rules", "upsertsink.lint.values.sql", *NEVER, *LAZY):
         assert not loaded(again["modules"], name), name
 
 
@@ -135,7 +134,7 @@ GITIGNORE = "# the usual\n__pycache__/\n*.py[cod]\nbuild/\n/data/\n.venv\n"
 
 def test_a_project_with_a_gitignore_and_excludes_loads_no_pathspec(tmp_path: Path) -> None:
     """The simple forms of ignore files and exclude globs are matched without pathspec, whose import costs
-    more than the rest of a one-file run's start-up (lint/globs.py); what they exclude stays excluded."""
+    more than the rest of a one-file run's start-up (lint/run/globs.py); what they exclude stays excluded."""
     _git_project(tmp_path, GITIGNORE)
     result, out = run_cli(tmp_path, "lint", "job.py", "--no-cache", "--format", "json")
     assert [f["path"] for f in json.loads(out)["findings"]] == ["job.py"]
@@ -248,7 +247,7 @@ def test_no_progress_bar_and_no_error_without_rich(monkeypatch):
     """The light install has no rich (it comes with upsertsink[embedded]): on a terminal, no bar, no error."""
     import builtins
 
-    from upsertsink.lint import command as cli
+    from upsertsink.lint.command import main as cli
 
     real = builtins.__import__
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import ast
 
 import pytest
-
-from upsertsink.lint.strings import literal_text
+from upsertsink.lint.values.strings import literal_text
 
 
 def positioned(source: str):

@@ -1,4 +1,4 @@
-"""``upsertsink.lint.structs``: the linter's data classes behave as ``dataclasses`` ones do (issue #24, item 5:
+"""``upsertsink.lint.base.structs``: the linter's data classes behave as ``dataclasses`` ones do (issue #24, item 5:
 start-up), checked side by side with the standard library on the same class bodies."""
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ import pickle
 from typing import ClassVar
 
 import pytest
-
-from upsertsink.lint import structs
-from upsertsink.lint.checker import Finding
+from upsertsink.lint.base import structs
+from upsertsink.lint.check.checker import Finding
 
 
 def _pair(frozen: bool) -> tuple[type, type]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from upsertsink.lint.checker import CheckOptions
-from upsertsink.lint.config import Settings
-from upsertsink.lint.runner import lint_paths
-from upsertsink.lint.workers import PARALLEL_MIN_BYTES, PARALLEL_MIN_FILES, work
+from upsertsink.lint.check.checker import CheckOptions
+from upsertsink.lint.run.config import Settings
+from upsertsink.lint.run.runner import lint_paths
+from upsertsink.lint.run.workers import PARALLEL_MIN_BYTES, PARALLEL_MIN_FILES, work
 
 JOB = (
     "import uuid\n"

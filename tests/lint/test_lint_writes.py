@@ -185,7 +185,7 @@ def test_accumulation_guarded_by_a_newer_wins_condition_is_idempotent() -> None:
 
 
 def test_accumulation_in_sql_read_from_a_file(tmp_path) -> None:
-    from upsertsink.lint.checker import CheckOptions, check_bytes
+    from upsertsink.lint.check.checker import CheckOptions, check_bytes
 
     (tmp_path / "merge.sql").write_text(
         "MERGE INTO dw.balances AS b\nUSING moves AS m ON b.account = m.account\n"

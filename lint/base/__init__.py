@@ -1,0 +1,1 @@
+"""What every part of the linter shares, importing nothing else of it."""

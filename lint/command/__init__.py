@@ -1,0 +1,1 @@
+"""The `upsertsink lint` command."""

@@ -1,0 +1,1 @@
+"""The facts of one module, where they flow and what reaches them."""

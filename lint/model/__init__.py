@@ -1,0 +1,1 @@
+"""The semantic model of one module."""

@@ -1,0 +1,1 @@
+"""A lint run over files."""

@@ -1,0 +1,1 @@
+"""The linter as a language server."""

@@ -1,0 +1,1 @@
+"""What a name or an expression evaluates to, SQL text included."""
