@@ -98,3 +98,19 @@ def test_threads_on_one_spark_session_apply_a_batch_once_and_never_mix_markers(s
     assert table.transaction_version("job-a") == 5 and table.transaction_version("job-b") == 9
     assert commits_for(path, "job-a", 5) == 1 and commits_for(path, "job-b", 9) == 1
     assert [r["id"] for r in read_rows(path)] == [0, 1, 2]
+
+
+def test_two_processes_resending_a_batch_a_restore_undid_apply_it_once(tmp_path):
+    """Issue #44: after a RESTORE, two writers re-send the same undone batch at once: it is applied once
+    (on the late chain, whose marker makes the two commits conflict), and recorded once more."""
+    path = str(tmp_path / "t")
+    _seed(path)
+    sink = UpsertSink(path, "id", sequence_by="seq", app_id="job")
+    kept = sink.write(pa.table({"id": [1], "name": ["n1"], "seq": [2]}), batch_id=1).version
+    sink.write(pa.table({"id": [1, 2, 3], "name": ["n1", "n2", "n3"], "seq": [3, 3, 3]}), batch_id=2)
+    DeltaTable(path).restore(kept)
+    results = _run_processes([(path, "job", 2, [1, 2, 3]), (path, "job", 2, [1, 2, 3])])
+    assert sorted(r[0] for r in results) == [False, True]  # one applied it again, the other saw it applied
+    assert commits_for(path, "job", 2) == 2  # the undone commit, and the one that applied it again
+    assert [r["id"] for r in read_rows(path)] == [0, 1, 2, 3]
+    assert UpsertSink(path, "id", sequence_by="seq", app_id="job").last_batch_id() == 2

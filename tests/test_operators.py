@@ -414,3 +414,24 @@ def test_after_log_cleanup_a_batch_whose_commit_is_gone_is_refused_then_applied_
     late = sink_for(path, late_batches="apply").write(engine.frame(FEED[0], CDC), batch_id=0)
     assert late.late and not late.skipped
     assert state(path) == model(FEED[:4])
+
+
+def test_a_restore_of_a_table_known_by_name_only_is_an_undo_too(spark):
+    """Spark-only mode (the table's files not read): the lineage comes from DESCRIBE HISTORY."""
+    spark.sql("DROP TABLE IF EXISTS ops_named_restore")
+    spark.sql("DROP TABLE IF EXISTS ops_named_restore__upsertsink_tombstones")
+    sink = UpsertSink.for_table("ops_named_restore", ["id"], sequence_by="seq", delete_when="op = 'D'",
+                                app_id="feed", file_access=False)
+    frame = lambda rows: spark.createDataFrame(cdc(*rows), "id long, name string, seq long, op string")
+    kept = sink.write(frame([(1, "a", 1, "I"), (2, "b", 1, "I")]), batch_id=0).version
+    sink.write(frame([(1, "", 10, "D"), (3, "c", 10, "I")]), batch_id=1)
+    spark.sql(f"RESTORE TABLE ops_named_restore TO VERSION AS OF {kept}")
+    assert sink.last_batch_id() == 0
+    corrected = sink.write(frame([(1, "a5", 5, "U")]), batch_id=2)  # the undone delete does not act
+    assert corrected.stale == 0 and corrected.updated == 1
+    again = sink.write(frame([(1, "", 10, "D"), (3, "c", 10, "I")]), batch_id=1)
+    assert again.reapplied and not again.skipped
+    rows = sorted(tuple(r) for r in spark.table("ops_named_restore").select("id", "name", "seq").collect())
+    assert rows == [(2, "b", 1), (3, "c", 10)]
+    spark.sql("DROP TABLE ops_named_restore")
+    spark.sql("DROP TABLE IF EXISTS ops_named_restore__upsertsink_tombstones")
