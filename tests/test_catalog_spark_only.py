@@ -28,8 +28,9 @@ def no_files(monkeypatch, tmp_path):
     import deltalake
     import pyarrow.parquet as pq
 
-    from upsertsink import markers, pruning, tombstones
+    from upsertsink import markers, pruning
     from upsertsink.engines import spark_merge
+    from upsertsink.sidecar import folder
 
     guarded = str(tmp_path)
 
@@ -48,7 +49,7 @@ def no_files(monkeypatch, tmp_path):
                  "status"):
         monkeypatch.setattr(markers, name, refuse)
     for name in ("names", "list", "read", "write", "delete"):
-        monkeypatch.setattr(tombstones._Folder, name, refuse)
+        monkeypatch.setattr(folder.Folder, name, refuse)
     monkeypatch.setattr(pruning, "file_ranges", refuse)
     monkeypatch.setattr(spark_merge, "file_ranges", refuse)
     monkeypatch.setattr(pq, "read_table", refuse)

@@ -15,8 +15,9 @@ import pytest
 from deltalake import DeltaTable
 from sink_helpers import read_rows
 
-from upsertsink import TableNotWritableError, UpsertSink, ledger, markers, tombstones
+from upsertsink import TableNotWritableError, UpsertSink, ledger, markers
 from upsertsink.errors import BatchIdBehindMarkerError
+from upsertsink.sidecar import tombstones
 
 CDC = {"id": pa.int64(), "name": pa.string(), "seq": pa.int64(), "op": pa.string()}
 

@@ -39,7 +39,7 @@ import pyarrow as pa
 from upsertsink.conflicts import first_line, spark_conflict, spark_error_class
 from upsertsink.errors import UpsertSinkError
 from upsertsink.markers import decode_metadata
-from upsertsink.tombstones import (
+from upsertsink.sidecar.tombstones import (
     APP,
     BATCH,
     DELETED_AT,
@@ -443,6 +443,15 @@ class NamedSnapshot:
     def names_at(self, version: int) -> dict[str, str]:
         return {}  # Spark does not show a name-only table's physical column names
 
+    def column_mapping(self) -> dict[str, str]:
+        return {}
+
+    def physical_names(self, names: tuple[str, ...]) -> None:
+        return None
+
+    def find_write(self, token: str | None, after: int, latest: int) -> int | None:
+        return self.named.find_write(token, after, latest)
+
 
 # ---------------------------------------------------------------- tombstones in a companion table
 
@@ -737,7 +746,7 @@ def files_readable(location: str, storage_options: dict[str, str] | None) -> tup
     try:
         from deltalake import DeltaTable
 
-        from upsertsink.tombstones import deltalake_uri
+        from upsertsink.sidecar.folder import deltalake_uri
 
         DeltaTable(deltalake_uri(location), storage_options=storage_options).version()
     except Exception as err:  # noqa: BLE001 - refused, unreachable, no credentials, an unknown scheme: all mean no

@@ -29,7 +29,8 @@ import threading
 from typing import Any
 
 from upsertsink import ledger
-from upsertsink.tombstones import ROOT_DIR, TOMBSTONE_ROOT, TombstoneStore, _Folder, deltalake_uri
+from upsertsink.sidecar.folder import ROOT_DIR, Folder, deltalake_uri, folder_about, scopes
+from upsertsink.sidecar.tombstones import TOMBSTONE_ROOT, TombstoneStore
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ def _what_to_do(snapshot: Any) -> str:
             "are not remembered)")
 
 
-def _read(folder: _Folder) -> dict[str, Any] | None:
+def _read(folder: Folder) -> dict[str, Any] | None:
     raw = folder.read_bytes(INHERITED)
     if not raw:
         return None
@@ -163,14 +164,13 @@ def _copy_tombstones(clone: Any, source: Any, info: dict[str, Any]) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from upsertsink.maintenance import _scopes, folder_about
-    from upsertsink.tombstones import APP, BATCH, DELETED_AT, READ, TABLE
+    from upsertsink.sidecar.tombstones import APP, BATCH, DELETED_AT, READ, TABLE
 
     in_effect = ledger.InEffect(source)
     cloned_at_us = int(info.get("timestamp") or 0) * 1000
-    root = _Folder(source.path, TOMBSTONE_ROOT, source.storage_options)
-    for scope in sorted(_scopes(root)):
-        folder = _Folder(source.path, f"{TOMBSTONE_ROOT}/{scope}", source.storage_options)
+    root = Folder(source.path, TOMBSTONE_ROOT, source.storage_options)
+    for scope in sorted(scopes(root)):
+        folder = Folder(source.path, f"{TOMBSTONE_ROOT}/{scope}", source.storage_options)
         about = folder_about(folder, "upsertsink.tombstones")
         if about is None:
             continue
@@ -193,7 +193,7 @@ def _copy_tombstones(clone: Any, source: Any, info: dict[str, Any]) -> None:
         n = taken.num_rows
         taken = taken.set_column(taken.schema.get_field_index(TABLE), TABLE, pa.array([clone.table_id] * n, pa.string()))
         taken = taken.set_column(taken.schema.get_field_index(READ), READ, pc.cast(pa.array([-1] * n), pa.int64()))
-        target = _Folder(clone.path, f"{TOMBSTONE_ROOT}/{scope}", clone.storage_options)
+        target = Folder(clone.path, f"{TOMBSTONE_ROOT}/{scope}", clone.storage_options)
         target.write(f"i-{clone.table_id}.parquet", taken, {"upsertsink.tombstones": json.dumps(about)})
 
 

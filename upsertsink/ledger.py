@@ -315,12 +315,12 @@ def _may_have_written(snapshot: Any, app_id: str) -> bool:
 def note_app(snapshot: Any, target: str, storage_options: dict[str, str] | None, app_id: str) -> None:
     """Before an app's first commit to a table (as far as Delta's markers show), list it beside the table, so
     that its record is found after Delta forgets its marker."""
-    from upsertsink.tombstones import _Folder
+    from upsertsink.sidecar.folder import Folder
 
     key = (snapshot.uri, app_id)
     if key in _KNOWN_APPS:
         return
-    folder = _Folder(target, APPS_DIR, storage_options)
+    folder = Folder(target, APPS_DIR, storage_options)
     name = _app_file(app_id)
     if folder.local is None or name not in folder.names():
         folder.write_bytes(name, json.dumps({"app_id": app_id}).encode())

@@ -25,7 +25,7 @@ from typing import Any
 
 from upsertsink.errors import NotADeltaTableError
 from upsertsink.fingerprint import Fingerprint
-from upsertsink.tombstones import HELPER_DIRS, ROOT_DIR, deltalake_uri, stored_sequences
+from upsertsink.sidecar.folder import HELPER_DIRS, ROOT_DIR, deltalake_uri
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,49 @@ class Snapshot:
 
     def stored_sequences(self, keys: tuple[str, ...], sequence: str | None, wanted: Any) -> Any:
         """The table's (k0..kN, sequence) for the keys in ``wanted`` (k0..kN), read with deltalake."""
-        return stored_sequences(self, keys, sequence, wanted)
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        kc = [f"k{i}" for i in range(len(keys))]
+        condition = None
+        for k, c in zip(keys, kc, strict=True):
+            part = pc.field(k).isin(wanted[c].combine_chunks())
+            condition = part if condition is None else condition & part
+        table = self.table
+        if self.column_mapping():
+            from deltalake import QueryBuilder
+
+            # deltalake's Arrow reader returns nulls for column-mapped tables; DataFusion reads them right.
+            cols = ", ".join('"' + c.replace('"', '""') + '"' for c in (*keys, sequence))
+            rows = pa.table(QueryBuilder().register("t", table).execute(f"SELECT {cols} FROM t").read_all())
+            rows = rows.filter(condition)
+        else:
+            rows = table.to_pyarrow_dataset().to_table(columns=[*keys, sequence], filter=condition)
+        return rows.rename_columns([*kc, "sequence"])
+
+    def column_mapping(self) -> dict[str, str]:
+        """Logical -> physical column names of a column-mapped table; empty when the table maps no columns."""
+        if self.table is None:
+            return {}
+        try:
+            if self.table.metadata().configuration.get("delta.columnMapping.mode", "none") == "none":
+                return {}
+            return {f.name: str((f.metadata or {}).get("delta.columnMapping.physicalName") or f.name)
+                    for f in self.table.schema().fields}
+        except Exception:  # noqa: BLE001 - a schema deltalake cannot read: names as they are
+            return {}
+
+    def physical_names(self, names: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The physical names of ``names`` in a column-mapped table; None when the table maps no columns (or
+        one of them is not a column of the table)."""
+        mapping = self.column_mapping()
+        if not mapping or any(n not in mapping for n in names):
+            return None
+        return tuple(mapping[n] for n in names)
+
+    def find_write(self, token: str | None, after: int, latest: int) -> int | None:
+        """The version in (after, latest] whose metadata carries write token ``token``."""
+        return find_write(self.uri, token, after, latest, self.storage_options)
 
     def recent_commits(self) -> list[dict[str, Any]]:
         """The newest RECENT_COMMITS commit infos, newest first (each with its ``version``)."""
@@ -354,9 +396,9 @@ class Snapshot:
 
     def sidecar(self, relative: str) -> Any:
         """A folder the sink keeps beside the table (``_upsertsink/...``)."""
-        from upsertsink.tombstones import _Folder
+        from upsertsink.sidecar.folder import Folder
 
-        return _Folder(self.path, relative, self.storage_options)
+        return Folder(self.path, relative, self.storage_options)
 
 
 # (table uri, identity, -1) -> the identity at version 0

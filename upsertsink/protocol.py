@@ -39,8 +39,9 @@ from upsertsink.errors import (
     WriteFailedError,
     option,
 )
+from upsertsink.sidecar import events as event_log
+from upsertsink.sidecar.tombstones import SEQUENCE, TombstoneStore, key_column
 from upsertsink.spec import DELETE_FLAG, MergePlan
-from upsertsink.tombstones import SEQUENCE, TombstoneStore, key_column
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +301,7 @@ def _attempt_history(
     table_columns = [c.name for c in target or () if c.name not in history.HISTORY_COLUMNS]
     columns = [*table_columns, *(c for c in batch_columns if c not in table_columns)]
     in_effect = ledger.InEffect(snapshot) if snapshot.exists else None
-    log_ = history.EventLog(request.target, keys, sequence, request.storage_options, snapshot, in_effect)
+    log_ = event_log.EventLog(request.target, keys, sequence, request.storage_options, snapshot, in_effect)
     past = log_.events_for(events.select(list(keys)), snapshot)
 
     def filled(table: pa.Table) -> pa.Table:  # a column the batch or older events lack: null in those events
@@ -312,9 +313,9 @@ def _attempt_history(
 
     seq_type = events.schema.field(sequence).type
     tracked = spec.tracked(columns, keys, sequence)
-    before = None if past is None else history.unique_events(filled(past), keys, sequence)
+    before = None if past is None else event_log.unique_events(filled(past), keys, sequence)
     every = filled(events) if before is None else pa.concat_tables([before, filled(events)], promote_options="permissive")
-    every = history.unique_events(every, keys, sequence)
+    every = event_log.unique_events(every, keys, sequence)
     new = history.fold(every, keys, sequence, columns, tracked, spec.ignore_null_updates, seq_type)
     # the versions the logged events alone give: what the table holds for these keys (its invariant), so
     # versions equal in both are left out of the MERGE, which then rewrites only what changed
@@ -330,7 +331,7 @@ def _attempt_history(
     else:
         stored = new.select([*keys, *history.HISTORY_COLUMNS]).slice(0, 0)
     source = history.source_rows(new, known, stored, keys)
-    token = history.new_token()
+    token = event_log.new_token()
     log_.record(events, token, snapshot.version, request.app_id, request.batch_id)
     faults.point("events-recorded")
     hrequest = replace(request, keys=(*keys, history.START), sequence=None)
@@ -347,7 +348,7 @@ def _attempt_history(
     )
     log_.promote(events, token)
     faults.point("events-promoted")
-    if log_.committed_files() >= history.COMPACT_AT_FILES:
+    if log_.committed_files() >= event_log.COMPACT_AT_FILES:
         try:
             log_.compact()
         except Exception as err:  # noqa: BLE001 - never fail a committed write for its housekeeping

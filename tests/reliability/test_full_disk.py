@@ -17,7 +17,8 @@ import uuid
 import pytest
 from harness import DELETE_WHEN, KEYS, SEQUENCE, arrow_batch, model, table_state
 
-from upsertsink import ConcurrentWriteError, UpsertSink, WriteFailedError, ledger, markers, tombstones
+from upsertsink import ConcurrentWriteError, UpsertSink, WriteFailedError, ledger, markers
+from upsertsink.sidecar import tombstones
 
 SIZE = "6m"
 

@@ -28,8 +28,9 @@ from harness import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from upsertsink import BatchIdBehindMarkerError, UpsertSink, ledger, markers, tombstones
+from upsertsink import BatchIdBehindMarkerError, UpsertSink, ledger, markers
 from upsertsink.faults import FAULT_EXIT_CODE
+from upsertsink.sidecar import tombstones
 
 FEED = change_feed(seed=13, batches=7, keys=8, size=(2, 6))
 _runs = itertools.count()

@@ -20,8 +20,9 @@ from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteR
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
 from upsertsink.markers import Snapshot
 from upsertsink.pruning import FileRanges, file_ranges, sql_literal
+from upsertsink.sidecar.folder import deltalake_uri
+from upsertsink.sidecar.tombstones import SEQUENCE, key_column
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan
-from upsertsink.tombstones import SEQUENCE, deltalake_uri, key_column
 
 log = logging.getLogger(__name__)
 

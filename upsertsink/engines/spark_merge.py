@@ -33,8 +33,8 @@ from upsertsink.errors import SchemaMismatchError, TableNotWritableError
 from upsertsink.markers import Snapshot
 from upsertsink.pruning import FileRanges, file_ranges
 from upsertsink.session import is_connect
+from upsertsink.sidecar.tombstones import SEQUENCE, key_column
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
-from upsertsink.tombstones import SEQUENCE, key_column
 
 log = logging.getLogger(__name__)
 
