@@ -9,9 +9,12 @@
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NoReturn, Self, TypeVar
 
 import click
@@ -53,6 +56,75 @@ def run(work: Callable[[], T]) -> T:
 
         logging.getLogger(__name__).debug("command failed", exc_info=True)
         fail(error_line(exc))
+
+
+# A Rust panic report as the standard library prints it: "thread 'tokio-rt-worker' (14780) panicked at
+# src/buffered.rs:369:41:", its message, and a backtrace or a note on how to get one.
+_PANIC = re.compile(r"^thread '[^']*'(?: \(\d+\))? panicked at ")
+_PANIC_TAIL = re.compile(r"^(\s|stack backtrace:|note: |$)")
+
+
+def without_panics(text: str) -> tuple[str, list[str]]:
+    """``text`` without the Rust panic reports in it, and those reports (one string each)."""
+    kept: list[str] = []
+    panics: list[str] = []
+    lines = text.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        if not _PANIC.match(lines[i]):
+            kept.append(lines[i])
+            i += 1
+            continue
+        while kept and not kept[-1].strip():  # the blank line the report starts with
+            kept.pop()
+        start, i = i, i + 2  # the header and the message's first line
+        while i < len(lines) and _PANIC_TAIL.match(lines[i]) and not _PANIC.match(lines[i]):
+            i += 1
+        panics.append("".join(lines[start:i]).strip())
+    return "".join(kept), panics
+
+
+@contextmanager
+def engine_panics_kept_off_the_terminal() -> Iterator[None]:
+    """Run the block with the process's native stderr (fd 2) in a temporary file, so that a panic a native
+    engine prints there (delta-rs: ``thread 'tokio-rt-worker' panicked at ... Already shut down`` when it
+    cannot write a file) does not reach the user's terminal: the command's own one-line error says what went
+    wrong. Python's ``sys.stderr`` (messages, progress) keeps writing to the real stderr meanwhile; what native
+    code printed other than panics is written there afterwards, and the panics go to the debug log.
+
+    Only for work that starts no other process: a JVM started inside would keep the temporary file as its
+    stderr."""
+    import tempfile
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no real stderr (an embedding host): nothing to keep off
+        yield
+        return
+    python_stderr = sys.stderr
+    encoding = getattr(python_stderr, "encoding", None) or "utf-8"
+    with tempfile.TemporaryFile() as capture, open(os.dup(saved), "w", buffering=1, encoding=encoding,
+                                                    errors="backslashreplace") as own:
+        os.dup2(capture.fileno(), 2)
+        sys.stderr = own
+        try:
+            yield
+        finally:
+            own.flush()
+            sys.stderr = python_stderr
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text, panics = without_panics(capture.read().decode("utf-8", "replace"))
+            if panics:
+                import logging
+
+                for report in panics:
+                    logging.getLogger(__name__).debug("a native engine panicked (kept off the terminal): %s", report)
+            if text:
+                python_stderr.write(text)
+                python_stderr.flush()
 
 
 def require_extras(command: str, spark_flag: str | None = None) -> None:

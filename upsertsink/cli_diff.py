@@ -32,6 +32,17 @@ def _styler() -> Any:
     return lambda text, role: click.style(text, **_COLOURS.get(role, {}))
 
 
+def _output_format(fmt: str, as_json: bool) -> str:
+    """``--json`` (as on every command that prints JSON) is ``--format json``; with ``--format text`` it is a
+    usage error."""
+    if not as_json:
+        return fmt
+    source = click.get_current_context().get_parameter_source("fmt")
+    if fmt != "json" and source != click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--json and --format text contradict each other: give one of them")
+    return "json"
+
+
 def _sides(paths: list[str], tables: tuple[str, ...]) -> list[tuple[str, str]]:
     """LEFT and RIGHT as ``(kind, text)``, kind ``path`` or ``table``: the PATH arguments first, then the
     ``--table`` names, each in the order given; exactly two in all (else a usage error)."""
@@ -76,6 +87,7 @@ def _side_argument(ctx: click.Context, param: click.Parameter, value: str | None
     help="Where to compare: Spark, or the embedded engine (Arrow, no JVM) used by auto for small inputs.",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object (--format json).")
 @click.option("--limit", type=click.IntRange(min=0), default=10, show_default=True, help="Sample rows shown.")
 def diff_command(
     tables: tuple[str, ...],
@@ -87,6 +99,7 @@ def diff_command(
     tolerance: float | None,
     engine: str,
     fmt: str,
+    as_json: bool,
     limit: int,
 ) -> None:
     """Compare two tables row by row by key.
@@ -95,6 +108,7 @@ def diff_command(
     NAME (NAME@N) names a Delta table in Spark's catalog instead, for the side(s) no path was given for.
     Exit status: 0 equal, 1 different, 2 error.
     """
+    fmt = _output_format(fmt, as_json)
     sides = _sides([p for p in (left, right) if p is not None], tables)
 
     def work() -> tuple[Any, str]:
@@ -191,6 +205,7 @@ def _parse_tables(values: tuple[str, ...], taken: dict[str, str]) -> dict[str, s
 )
 @click.option("--tolerance", type=float, default=None, help="Absolute tolerance for float/decimal columns.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object (--format json).")
 @click.option("--limit", type=click.IntRange(min=0), default=10, show_default=True, help="Sample rows shown.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master of the local session.")
 def replay_check_command(
@@ -201,6 +216,7 @@ def replay_check_command(
     runs: int,
     tolerance: float | None,
     fmt: str,
+    as_json: bool,
     limit: int,
     master: str,
 ) -> None:
@@ -209,6 +225,7 @@ def replay_check_command(
     The job is FUNCTION(spark, **inputs) -> DataFrame; inputs are files and tables by path (--input) or
     Delta tables named in Spark's catalog (--table). Exit status: 0 all runs equal, 1 different, 2 error.
     """
+    fmt = _output_format(fmt, as_json)
     named = _parse_inputs(inputs)
     named_tables = _parse_tables(tables, named)
 

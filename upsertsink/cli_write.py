@@ -79,9 +79,10 @@ def write(
                "track_history_except": split_columns(track_history_except) or None,
                "ignore_null_updates": ignore_null_updates}
     sink: Any = None
+    created = False  # did this write create the table?
 
     def work() -> Any:
-        nonlocal sink
+        nonlocal sink, created
         on_spark = "--table" if table_name is not None else "--engine spark" if engine == "spark" else None
         require_extras("upsertsink write", on_spark)
         from upsertsink import io
@@ -93,25 +94,47 @@ def write(
             assert target is not None
             sink = UpsertSink(_table_location(target), split_columns(keys), **options)
         src = io.resolve_path(source, "source")
+        existed = True
+        if table_name is None:
+            from upsertsink.markers import table_exists
+            from upsertsink.storage import deltalake_options
+
+            existed = table_exists(sink.target, deltalake_options(sink.target))
         if table_name is not None:
+            from upsertsink import catalog
             from upsertsink.cli_common import catalog_session
 
-            data = io.read_spark(catalog_session("upsertsink write --table"), src)
+            spark = catalog_session("upsertsink write --table")
+            existed = catalog.detail(spark, sink.table_name) is not None
+            data = io.read_spark(spark, src)
         elif engine == "spark":
             from upsertsink.session import spark_session
 
             data = io.read_spark(spark_session("upsertsink-cli"), src)
         else:
             data = io.read_arrow(src)
-        return sink.write(data, batch_id=batch_id)
+        if engine == "embedded":  # no JVM in this process: delta-rs's panics stay off the terminal
+            from upsertsink.cli_common import engine_panics_kept_off_the_terminal
+
+            with engine_panics_kept_off_the_terminal():
+                result = sink.write(data, batch_id=batch_id)
+        else:
+            result = sink.write(data, batch_id=batch_id)
+        # a table's first write is its version 0 (data and marker in one commit: a writer that raced this one to
+        # create it made version 0 itself); a table created by name gets an empty version 0 first
+        created = not existed and not result.skipped and (result.version == 0 or table_name is not None)
+        return result
 
     result = run(work)
     if table_name is not None:
         target = table_name  # the messages name the table; the JSON gives its location too
     if as_json:
         where = {"table": table_name, "target": sink.target} if table_name is not None else {"target": target}
-        click.echo(json.dumps({**where, **dataclasses.asdict(result)}))
+        click.echo(json.dumps({**where, **dataclasses.asdict(result), "created": created}))
         return
+    if created:  # a misspelled --target makes a new table: say so, with the full location
+        named = f" {table_name}" if table_name is not None else ""
+        click.echo(f"created a new table{named} at {sink.target}")
     counts = f"{result.inserted} inserted, {result.updated} updated, {result.deleted} deleted"
     if result.skipped:
         click.echo(f"batch {result.batch_id} already committed for {result.app_id}: skipped "
@@ -269,7 +292,12 @@ def maintain(path: str | None, table_name: str | None, as_json: bool) -> None:
             table = _table_location(label)
         if not markers.table_exists(table, deltalake_options(table)):
             fail(f"{label} is not a Delta table")
-        return run_maintenance(table, deltalake_options(table))
+        if table_name is not None:  # Spark runs in this process
+            return run_maintenance(table, deltalake_options(table))
+        from upsertsink.cli_common import engine_panics_kept_off_the_terminal
+
+        with engine_panics_kept_off_the_terminal():
+            return run_maintenance(table, deltalake_options(table))
 
     report = run(work)
     if as_json:
