@@ -139,6 +139,63 @@ def require_extras(command: str, spark_flag: str | None = None) -> None:
     require_embedded(command)
 
 
+def typed_csv_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--schema``, ``--null-value`` and ``--timestamp-format``: how a command reads csv inputs (the command
+    takes them as ``csv_schema``, ``null_values`` and ``timestamp_format``; :func:`csv_options` checks them)."""
+    options = [
+        click.option("--schema", "csv_schema", metavar="DDL",
+                     help="Column types of csv inputs as Spark DDL, e.g. \"id long, amount decimal(10,2), ts "
+                          "timestamp\" (by header name; other columns keep inferred types)."),
+        click.option("--null-value", "null_values", multiple=True, metavar="TEXT",
+                     help="Text that means null in csv inputs, besides an empty field (repeat for more).",),
+        click.option("--timestamp-format", metavar="FORMAT",
+                     help="strptime format of timestamps in csv inputs, e.g. '%d/%m/%Y %H:%M:%S' (default: ISO "
+                          "8601; a time without a zone offset is UTC)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def csv_options(
+    csv_schema: str | None, null_values: Sequence[str], timestamp_format: str | None, several: bool = False
+) -> Any:
+    """The checked ``typed_csv.CsvOptions`` of :func:`typed_csv_options`' flags (None when none is given); a
+    schema or format that cannot be used is a usage error naming its flag. ``several``: for a command with
+    several inputs, each csv file types the columns of the schema it has (:func:`require_csv` checks that each
+    is in one of them)."""
+    if csv_schema is None and not null_values and timestamp_format is None:
+        return None
+    from upsertsink import typed_csv
+    from upsertsink.errors import InvalidInputError
+
+    try:
+        schema = typed_csv.parse_schema(csv_schema) if csv_schema is not None else ()
+        fmt = typed_csv.check_timestamp_format(timestamp_format) if timestamp_format is not None else None
+    except InvalidInputError as err:
+        raise click.UsageError(str(err)) from None
+    return typed_csv.CsvOptions(schema, tuple(null_values), fmt, partial=several)
+
+
+def require_csv(options: Any, inputs: Sequence[Any], what: str) -> None:
+    """Typed csv options given for inputs none of which is a csv file: say so (they would change nothing); with
+    several inputs, a column of the schema that no csv input has is a misspelling: say so too."""
+    from upsertsink.errors import InvalidInputError
+
+    if options is None:
+        return
+    files = [f for src in inputs if getattr(src, "fmt", None) == "csv" for f in src.files]
+    if not files:
+        raise InvalidInputError(
+            f"{options.describe()} says how to read csv files, but {what} (parquet, json and Delta tables carry "
+            "their own types); leave these options out"
+        )
+    if options.partial:
+        from upsertsink.typed_csv import check_inputs
+
+        check_inputs(options, files)
+
+
 def split_columns(values: Sequence[str]) -> list[str]:
     """Column flags as ruff-style lists: ``--key a,b`` and ``--key a --key b`` mean the same."""
     return [part.strip() for value in values for part in value.split(",") if part.strip()]

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from upsertsink.cli_common import fail, require_extras, run, split_columns
+from upsertsink.cli_common import csv_options, fail, require_extras, run, split_columns, typed_csv_options
 
 
 def _table_location(target: str) -> str:
@@ -52,17 +52,21 @@ def _table_location(target: str) -> str:
 @click.option("--track-history-except", "track_history_except", multiple=True,
               help="With --scd-type 2: every column but these opens a new version when it changes.")
 @click.option("--ignore-null-updates", is_flag=True, help="A null in an update keeps the stored value.")
+@typed_csv_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def write(
     source: str, target: str | None, table_name: str | None, keys: tuple[str, ...], sequence_by: str | None,
     delete_when: str | None, batch_id: int | None, app_id: str | None, engine: str, schema_evolution: bool,
     late_batches: str, scd_type: int, track_history: tuple[str, ...], track_history_except: tuple[str, ...],
-    ignore_null_updates: bool, as_json: bool,
+    ignore_null_updates: bool, csv_schema: str | None, null_values: tuple[str, ...], timestamp_format: str | None,
+    as_json: bool,
 ) -> None:
     """Upsert SOURCE into the Delta table at --target, or into the table named --table in Spark's catalog.
 
-    SOURCE is a parquet, csv or json file, a folder of such files, or a Delta table (PATH@N: version N).
+    SOURCE is a parquet, csv or json file, a folder of such files, or a Delta table (PATH@N: version N). A csv
+    source is typed with --schema, --null-value and --timestamp-format, the same way on both engines.
     """
+    csv = csv_options(csv_schema, null_values, timestamp_format)
     if target is not None and table_name is not None:
         raise click.UsageError("give --target PATH or --table NAME, not both")
     if target is None and table_name is None:
@@ -93,7 +97,11 @@ def write(
         else:
             assert target is not None
             sink = UpsertSink(_table_location(target), split_columns(keys), **options)
-        src = io.resolve_path(source, "source")
+        src = io.resolve_path(source, "source", csv)
+        if csv is not None and src.fmt != "csv":
+            from upsertsink.cli_common import require_csv
+
+            require_csv(csv, [src], f"the source {source} is not a csv file")
         existed = True
         if table_name is None:
             from upsertsink.markers import table_exists
