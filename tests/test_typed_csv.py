@@ -131,15 +131,17 @@ def test_a_timestamp_format_with_fractions_and_offsets(tmp_path):
     "ddl, fmt, words",
     [
         ("id long, seq long", None, "orders.csv:7: column 'seq': 'x' is not a valid bigint"),
-        ("id long, amount decimal(10,2)", None, "orders.csv:7: column 'amount': '1.005' has more decimal places "
-                                                "than decimal(10,2) holds"),
+        ("id long, amount decimal(10,2)", None,
+         "orders.csv:7: column 'amount': '1.005' has more decimal places than decimal(10,2) holds"),
         ("id long, amount decimal(3,2)", None, "orders.csv:2: column 'amount': '10.5' has more digits than"),
-        ("id long, ts timestamp", None, "orders.csv:7: column 'ts': '04/01/2026 10:00' is not an ISO 8601 "
-                                        "timestamp (give its format with --timestamp-format)"),
-        ("id long, ts timestamp", "%Y-%m-%d %H:%M:%S", "orders.csv:3: column 'ts': '2026-01-03' does not match "
-                                                       "--timestamp-format '%Y-%m-%d %H:%M:%S'"),
-        ("id long, note int", None, "orders.csv:2: column 'note': 'n/a' is not a valid int (--schema gives note "
-                                    "int); if it means null, add --null-value 'n/a'"),
+        ("id long, ts timestamp", None,
+         ("orders.csv:7: column 'ts': '04/01/2026 10:00' is not an ISO 8601 timestamp (give its format with "
+          "--timestamp-format)")),
+        ("id long, ts timestamp", "%Y-%m-%d %H:%M:%S",
+         "orders.csv:3: column 'ts': '2026-01-03' does not match --timestamp-format '%Y-%m-%d %H:%M:%S'"),
+        ("id long, note int", None,
+         ("orders.csv:2: column 'note': 'n/a' is not a valid int (--schema gives note int); if it means null, add "
+          "--null-value 'n/a'")),
     ],
 )
 def test_a_value_that_does_not_parse_names_the_file_line_and_column(tmp_path, ddl, fmt, words):
