@@ -5,6 +5,9 @@
 - Messages name CLI flags (``--ignore-column``), not Python parameters: :func:`run` executes a command's
   work under :func:`upsertsink.errors.cli_option_names`.
 - Progress (:class:`Progress`) is drawn on stderr when stderr is a terminal, whatever stdout is.
+- Interrupts: SIGTERM is handled as SIGINT (Ctrl-C); an interrupted command prints one line,
+  ``upsertsink: interrupted`` (``write`` says whether its batch was committed: :mod:`upsertsink.interrupts`),
+  and exits with 130 (3 for a write interrupted after its commit).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import click
 from upsertsink.errors import UpsertSinkError, cli_option_names
 
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130  # the same as upsertsink.interrupts.EXIT_INTERRUPTED (not imported: the light start-up)
 T = TypeVar("T")
 
 
@@ -42,14 +46,20 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     sys.exit(code)
 
 
-def run(work: Callable[[], T]) -> T:
-    """Run a command's work with CLI flag names in messages; any error becomes :func:`fail`."""
+def run(work: Callable[[], T], on_interrupt: Callable[[], tuple[str, int]] | None = None) -> T:
+    """Run a command's work with CLI flag names in messages; any error becomes :func:`fail`. An interrupt
+    (Ctrl-C, SIGTERM) prints one line and exits: ``on_interrupt()`` gives the line and the exit status, by
+    default ``upsertsink: interrupted`` and 130."""
     from upsertsink.session import no_console_progress
 
     try:
         with cli_option_names(), no_console_progress():
             return work()
-    except (KeyboardInterrupt, SystemExit, click.exceptions.Exit, click.ClickException):
+    except KeyboardInterrupt:
+        line, code = on_interrupt() if on_interrupt is not None else ("upsertsink: interrupted", EXIT_INTERRUPTED)
+        click.echo(line, err=True)
+        sys.exit(code)
+    except (SystemExit, click.exceptions.Exit, click.ClickException):
         raise
     except Exception as exc:  # every failure is one line on stderr and exit code 2
         import logging  # here, not at the top: `upsertsink lint`'s start-up does not pay for it
@@ -207,10 +217,11 @@ class ErrorStyleGroup(click.Group):
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:
         standalone = extra.pop("standalone_mode", True)
         try:
-            rv = super().main(args, prog_name, standalone_mode=False, **extra)
-        except click.exceptions.Abort:
-            click.echo("upsertsink: aborted", err=True)
-            sys.exit(1)
+            with sigterm_as_interrupt():
+                rv = super().main(args, prog_name, standalone_mode=False, **extra)
+        except click.exceptions.Abort:  # an interrupt outside a command's work (click's prompt, parsing)
+            click.echo("upsertsink: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         except click.ClickException as exc:
             message = exc.format_message()
             ctx = getattr(exc, "ctx", None)
@@ -224,6 +235,108 @@ class ErrorStyleGroup(click.Group):
         if not standalone:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the block runs in the main thread, SIGTERM (a scheduler stopping the job, ``kill``) raises
+    KeyboardInterrupt as Ctrl-C does, so a command says what it left behind instead of vanishing."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_IGN:  # started with SIGTERM ignored: keep it so
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class SparkStop:
+    """What :func:`spark_interrupts` saw: ``requested`` after the first signal, ``jvm_stopped`` after the
+    second (the JVM was stopped to end the write at once)."""
+
+    requested = False
+    jvm_stopped = False
+
+
+def _cancel_spark_jobs(spark: Any) -> None:
+    try:
+        if hasattr(spark, "sparkContext") and not _is_connect(spark):
+            spark.sparkContext.cancelAllJobs()
+        else:  # Spark Connect: this client's operations
+            spark.interruptAll()
+    except Exception:  # the write ends by itself then; only slower
+        import logging
+
+        logging.getLogger(__name__).debug("cancelling Spark's jobs failed", exc_info=True)
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _stop_jvm() -> bool:
+    """Stop this process's own JVM (pyspark's gateway process) and wait for it: no commit of it can land
+    after that. False when there is none to stop (a Spark Connect server elsewhere)."""
+    try:
+        from pyspark import SparkContext
+
+        proc = getattr(SparkContext._gateway, "proc", None)
+        if proc is None:
+            return False
+        proc.kill()
+        proc.wait(timeout=30)
+        return True
+    except Exception:  # noqa: BLE001 - best effort: the log is read either way
+        return False
+
+
+@contextmanager
+def spark_interrupts(spark: Any) -> Iterator[SparkStop]:
+    """While a write runs on Spark in this process's main thread: the first SIGINT or SIGTERM cancels Spark's
+    jobs (from a thread of its own: the main thread's connection to the JVM is busy with the write's call) and
+    lets that call end, so that what the write committed is settled when it returns; a second one stops the
+    JVM and interrupts at once (the log is then read with no JVM left to commit). pyspark's own handler
+    would raise in the middle of the call, leaving a commit in flight behind the report."""
+    import signal
+
+    state = SparkStop()
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if state.requested:
+            state.jvm_stopped = _stop_jvm()
+            raise KeyboardInterrupt
+        state.requested = True
+        from upsertsink import faults
+
+        faults.interrupt_at_next_point()  # the write stops at its next step, between two Spark calls
+        threading.Thread(target=_cancel_spark_jobs, args=(spark,), daemon=True).start()  # or its job fails
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig, before in previous.items():
+        if before is not signal.SIG_IGN:
+            signal.signal(sig, handler)
+    try:
+        yield state
+    finally:
+        for sig, before in previous.items():
+            signal.signal(sig, before)
+        from upsertsink import faults
+
+        faults.interrupt_at_next_point(False)
 
 
 class Progress:

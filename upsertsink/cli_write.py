@@ -84,9 +84,37 @@ def write(
                "ignore_null_updates": ignore_null_updates}
     sink: Any = None
     created = False  # did this write create the table?
+    written: Any = None  # the write's result, once it has returned
+    on_spark: Any = None  # the SparkStop of a write on Spark
+
+    def interrupted() -> tuple[str, int]:
+        """The line and exit status of an interrupted write: whether its batch was committed, from the log."""
+        from upsertsink import interrupts
+
+        if written is not None:  # the write had returned: its commit is done
+            found = interrupts.Outcome(written.batch_id, True, written.version)
+        elif interrupts.last() is not None:  # the sink read the log when the interrupt reached it
+            found = interrupts.last()
+        elif interrupts.started():  # a write on Spark that a cancelled job ended: its call is over
+            found = interrupts.report()
+        else:  # before the write began (reading the source)
+            found = interrupts.Outcome(batch_id, False)
+        if on_spark is not None and on_spark.jvm_stopped:  # no JVM left for pyspark's exit hooks to stop
+            from upsertsink.launch import _hard_exit
+
+            click.echo(found.line(), err=True)
+            _hard_exit(found.exit_code)
+        return found.line(), found.exit_code
 
     def work() -> Any:
-        nonlocal sink, created
+        nonlocal sink, created, written, on_spark
+        import logging
+
+        from upsertsink import interrupts
+
+        interrupts.forget()
+        # the sink logs the interrupted line too: here it is printed once, by interrupted()
+        logging.getLogger("upsertsink.interrupts").addHandler(logging.NullHandler())
         on_spark = "--table" if table_name is not None else "--engine spark" if engine == "spark" else None
         require_extras("upsertsink write", on_spark)
         from upsertsink import io
@@ -124,16 +152,27 @@ def write(
         if engine == "embedded":  # no JVM in this process: delta-rs's panics stay off the terminal
             from upsertsink.cli_common import engine_panics_kept_off_the_terminal
 
+            # delta-rs finishes its call before Python sees a signal: the interrupt reaches the sink after it
             with engine_panics_kept_off_the_terminal():
-                result = sink.write(data, batch_id=batch_id)
+                result = written = sink.write(data, batch_id=batch_id)
         else:
-            result = sink.write(data, batch_id=batch_id)
+            from upsertsink.cli_common import spark_interrupts
+
+            with spark_interrupts(data.sparkSession) as on_spark:
+                try:
+                    result = written = sink.write(data, batch_id=batch_id)
+                except Exception:
+                    if on_spark.requested:  # the cancelled jobs ended the write: report it as interrupted
+                        raise KeyboardInterrupt from None
+                    raise
+            if on_spark.requested:
+                raise KeyboardInterrupt
         # a table's first write is its version 0 (data and marker in one commit: a writer that raced this one to
         # create it made version 0 itself); a table created by name gets an empty version 0 first
         created = not existed and not result.skipped and (result.version == 0 or table_name is not None)
         return result
 
-    result = run(work)
+    result = run(work, on_interrupt=interrupted)
     if table_name is not None:
         target = table_name  # the messages name the table; the JSON gives its location too
     if as_json:

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertsink import batch as B
-from upsertsink import faults, history, ledger, markers, table_checks
+from upsertsink import faults, history, interrupts, ledger, markers, table_checks
 from upsertsink import fingerprint as fp
 from upsertsink.conflicts import RetryableConflict, first_line, permission_denied
 from upsertsink.engines.base import Engine, Marker, PreparedBatch, WriteRequest
@@ -83,6 +83,7 @@ class Settings:
 
 def write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteResult:
     """Run the protocol for one batch; every error raised is an UpsertSinkError."""
+    interrupts.begin(request)
     try:
         return _write(engine, request, settings)
     except UpsertSinkError:
@@ -376,6 +377,7 @@ def _commit(
     meta = markers.encode_metadata(
         request.app_id, request.batch_id, prepared.fingerprint, engine.name, **metadata, **extra,
     )
+    interrupts.attempting(snapshot.version, metadata.get("write"))  # found in the log after an interrupt
     faults.point("before-commit")
     if not snapshot.exists:
         markers.mark_create(request.target)
