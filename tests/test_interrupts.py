@@ -43,8 +43,9 @@ def batch_csv(folder: Path, batch: int, rows: int = 3) -> Path:
 
 
 def interrupted_write(tmp_path: Path, point: str, sig: signal.Signals, batch: int, *extra: str,
-                      pause: float = 120) -> subprocess.CompletedProcess:
-    """`upsertsink write` of batch ``batch`` in a child process, sent ``sig`` while it waits at ``point``."""
+                      pause: float = 120, twice: bool = False) -> subprocess.CompletedProcess:
+    """`upsertsink write` of batch ``batch`` in a child process, sent ``sig`` while it waits at ``point`` (and
+    a second time a second later, with ``twice``)."""
     ready = tmp_path / f"ready-{batch}"
     ready.unlink(missing_ok=True)
     env = {**os.environ, "NO_COLOR": "1", "UPSERTSINK_FAULT": point, "UPSERTSINK_FAULT_MODE": "pause",
@@ -59,6 +60,9 @@ def interrupted_write(tmp_path: Path, point: str, sig: signal.Signals, batch: in
         assert time.monotonic() < deadline, "the writer never reached " + point
         time.sleep(0.05)
     child.send_signal(sig)
+    if twice:
+        time.sleep(1)
+        child.send_signal(sig)
     out, err = child.communicate(timeout=180)
     return subprocess.CompletedProcess(child.args, child.returncode, out, err)
 
@@ -177,6 +181,9 @@ def test_an_interrupted_write_on_spark_waits_for_its_step_and_reads_the_log(tmp_
     done = interrupted_write(tmp_path, "table-created", signal.SIGTERM, 1, *spark, pause=1)
     assert (done.returncode, done.stdout, done.stderr) == (3, "", AFTER.format(b=1, v=0) + "\n")
     done = interrupted_write(tmp_path, "prepared", signal.SIGINT, 2, *spark, pause=1)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", BEFORE.format(b=2) + "\n")
+    # a second signal does not wait for the step: the JVM is stopped, then the log is read
+    done = interrupted_write(tmp_path, "prepared", signal.SIGINT, 2, *spark, twice=True)
     assert (done.returncode, done.stdout, done.stderr) == (130, "", BEFORE.format(b=2) + "\n")
     assert last_batch(tmp_path) == 1 and DeltaTable(str(tmp_path / "t")).version() == 0
 
