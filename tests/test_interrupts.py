@@ -238,6 +238,18 @@ def test_spark_reads_the_stop_marker_at_once_where_a_long_traceback_overflowed_i
     assert "interrupted before the commit: nothing was written" in str(stopped)
 
 
+def test_foreach_batch_raises_other_failures_as_they_are(spark, tmp_path):
+    """Only a stop is turned into StreamStoppedError: a batch that cannot be written fails the query as before."""
+    from upsertsink import InvalidInputError
+
+    sink = UpsertSink(str(tmp_path / "t"), "id")
+    with pytest.raises(InvalidInputError) as caught:
+        sink.foreach_batch(spark.createDataFrame([(1, 2)], "other long, v long"), 0)
+    assert not isinstance(caught.value, interrupts.StreamStoppedError)
+    interrupted = InterruptedError("java.lang.InterruptedException")  # no query behind it: the text decides
+    assert isinstance(interrupts.stream_stopped(None, interrupted), interrupts.StreamStoppedError)
+
+
 def test_a_stream_stopped_mid_batch_ends_with_one_line_and_a_right_table(tmp_path):
     done = subprocess.run([sys.executable, str(JOBS / "stream_stop.py"), str(tmp_path)], capture_output=True,
                           text=True, timeout=600, check=False)

@@ -199,24 +199,28 @@ def _interrupted(err: BaseException) -> bool:
     return False
 
 
-def _query_stopped(df: Any) -> bool:
-    """Is the streaming query whose batch ``df`` is no longer active (stop() was called)? False when that
-    cannot be told (not a classic Spark batch of a query)."""
+def _query_stopped(df: Any) -> bool | None:
+    """Has the streaming query whose batch ``df`` is been stopped (``stop()`` marks it inactive before it
+    interrupts its thread)? None when that cannot be told (not a batch of a classic Spark query)."""
+    if type(df).__module__.startswith("pyspark.sql.connect") or not hasattr(df, "sparkSession"):
+        return None
     try:
         spark = df.sparkSession
         query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId")
         if not query_id:
-            return False
+            return None
         query = spark.streams.get(query_id)
         return query is None or not query.isActive
-    except Exception:  # noqa: BLE001 - the session is going away with the query: it was stopped
-        return True
+    except Exception as err:  # noqa: BLE001 - cannot tell: the error's own text decides
+        log.debug("whether the query was stopped could not be read: %s", err)
+        return None
 
 
 def stream_stopped(df: Any, err: BaseException) -> StreamStoppedError | None:
     """For a ``foreach_batch`` write that failed with ``err``: when its query was stopped meanwhile (the JVM
     interrupted the query's thread), the error to raise instead (and the line logged); else None."""
-    if not (_interrupted(err) or _query_stopped(df)):
+    stopped = _query_stopped(df)
+    if not (stopped if stopped is not None else _interrupted(err)):
         return None
     found = report()
     text = found.line().removeprefix("upsertsink: ")
