@@ -36,6 +36,14 @@ def cli(*args: str, **env: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "NO_COLOR": "1", **env})
 
 
+def interruptible(*args: str) -> list[str]:
+    """The command line ``upsertsink ARGS`` started with SIGINT as a terminal delivers it. A shell ignores
+    SIGINT in the jobs it starts in the background (`make test` runs these tests so), children inherit an
+    ignored signal, and the command keeps an ignored SIGINT ignored: a small Python resets it and execs."""
+    reset = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+    return [sys.executable, "-c", reset, CLI, *args]
+
+
 def batch_csv(folder: Path, batch: int, rows: int = 3) -> Path:
     path = folder / f"b{batch}.csv"
     path.write_text("id,v,seq\n" + "".join(f"{i},{batch * 100 + i},{batch}\n" for i in range(rows)))
@@ -51,8 +59,8 @@ def interrupted_write(tmp_path: Path, point: str, sig: signal.Signals, batch: in
     env = {**os.environ, "NO_COLOR": "1", "UPSERTSINK_FAULT": point, "UPSERTSINK_FAULT_MODE": "pause",
            "UPSERTSINK_FAULT_READY": str(ready), "UPSERTSINK_FAULT_PAUSE": str(pause)}
     child = subprocess.Popen(
-        [CLI, "write", str(batch_csv(tmp_path, batch)), "--target", str(tmp_path / "t"), "--key", "id",
-         "--sequence-by", "seq", "--batch-id", str(batch), *extra],
+        interruptible("write", str(batch_csv(tmp_path, batch)), "--target", str(tmp_path / "t"), "--key", "id",
+                      "--sequence-by", "seq", "--batch-id", str(batch), *extra),
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
     while not ready.exists():
@@ -120,8 +128,8 @@ def test_an_interrupt_at_any_moment_of_a_large_write_agrees_with_the_log(tmp_pat
     seen = set()
     for batch in range(1, 5):
         source = str(sources[batch % 2])  # each batch changes most rows
-        child = subprocess.Popen([CLI, "write", source, *base, "--batch-id", str(batch)], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(interruptible("write", source, *base, "--batch-id", str(batch)),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(rng.uniform(0.2, 4.0))
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=300)

@@ -114,7 +114,9 @@ def write(
 
         interrupts.forget()
         # the sink logs the interrupted line too: here it is printed once, by interrupted()
-        logging.getLogger("upsertsink.interrupts").addHandler(logging.NullHandler())
+        quiet = logging.getLogger("upsertsink.interrupts")
+        if not any(isinstance(h, logging.NullHandler) for h in quiet.handlers):
+            quiet.addHandler(logging.NullHandler())
         on_spark = "--table" if table_name is not None else "--engine spark" if engine == "spark" else None
         require_extras("upsertsink write", on_spark)
         from upsertsink import io
