@@ -642,6 +642,12 @@ def _log_files(snapshot: Snapshot) -> list[str]:
 
 def read_commit_info(uri: str, version: int, storage_options: dict[str, str] | None = None) -> dict[str, Any] | None:
     """The commitInfo action of one table version, read from its log file; None when the log lacks it."""
+    return _log_entry(uri, version, storage_options) or None
+
+
+def _log_entry(uri: str, version: int, storage_options: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The commitInfo of one version's log file, ``{}`` for a commit file without one (Delta makes it optional);
+    None when the log holds no file for that version."""
     try:
         with _log_fs(uri, storage_options).open_input_stream(f"_delta_log/{version:020d}.json") as f:
             text = f.read().decode()
@@ -650,37 +656,38 @@ def read_commit_info(uri: str, version: int, storage_options: dict[str, str] | N
     for line in text.splitlines():
         if line.strip().startswith('{"commitInfo"'):
             return json.loads(line)["commitInfo"]
-    return None
+    return {}
 
 
 def history(
     table: Any, limit: int | None, storage_options: dict[str, str] | None = None, at: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The commit infos of ``table`` from version ``at`` (default: the handle's) down (``limit`` of them, or all
-    the log holds), newest first, each with its ``version``. deltalake's ``history()`` finds nothing for a
-    folder whose name holds a ``#`` (a URL fragment to it), and fails on commit infos it cannot parse (Spark's
-    SHALLOW CLONE writes statistics of -1): the log files are then read directly."""
+    """The commit infos of ``table`` from version ``at`` (default: the version the handle is at) down (``limit``
+    of them, or all the log holds), newest first, each with its ``version``.
+
+    deltalake's ``history()`` (1.6) lists the commits from the log's *latest* version down, but numbers them from
+    the version the handle is at: on a table opened at an older version (``PATH@N``), or a handle that another
+    writer's commits have left behind, its entries carry other commits' versions. Its list is used only when the
+    handle is at the latest version (no commit file after it once the list is read); otherwise, for a folder
+    whose name holds a ``#`` (for which deltalake finds nothing), and when deltalake cannot parse a commit info
+    (Spark's SHALLOW CLONE writes statistics of -1), the log files are read one by one."""
     top = table.version() if at is None else at
     if top is None or top < 0:
         return []
-    found: list[dict[str, Any]] = []
-    # deltalake lists a handle's history from the table's *latest* commit, numbered down from the handle's
-    # version: only a handle at the latest version can use it (no commit file after it)
-    if top == table.version() and _commit_file_stamp(table.table_uri, top + 1, storage_options) is None:
+    if top == table.version():
         try:
             found = table.history(limit)
         except Exception as err:  # noqa: BLE001 - read the files ourselves
             log.debug("deltalake could not list the history of %s (%s): reading its log files", table.table_uri, err)
             found = []
-    if found:
-        return found
+        if found and _commit_file_stamp(table.table_uri, top + 1, storage_options) is None:
+            listed = [c for c in found if 0 <= c.get("version", -1) <= top]
+            return listed if limit is None else listed[:limit]
     out = []
     stop = -1 if limit is None else max(-1, top - limit)
     for version in range(top, stop, -1):
-        info = read_commit_info(table.table_uri, version, storage_options)
+        info = _log_entry(table.table_uri, version, storage_options)
         if info is None:
-            if version < top and not out:
-                continue
             break  # log cleanup removed the older ones
         out.append({**info, "version": version})
     return out
@@ -781,9 +788,7 @@ def status(
 
     table = DeltaTable(deltalake_uri(path), version=version, storage_options=storage_options)
     at = table.version()
-    # deltalake lists history from the opened version down (an old version's listing can end in a stray
-    # entry numbered -1): keep real versions up to the one shown
-    listed = [c for c in history(table, max(limit, STATUS_HISTORY), storage_options) if 0 <= c.get("version", 0) <= at]
+    listed = history(table, max(limit, STATUS_HISTORY), storage_options)
     app_ids: list[str] = []
     commits = []
     for commit in listed:

@@ -26,15 +26,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertsink import batch as B
-from upsertsink import faults, history, ledger, markers, table_checks
+from upsertsink import faults, history, interrupts, ledger, markers, table_checks
 from upsertsink import fingerprint as fp
-from upsertsink.conflicts import RetryableConflict, first_line
+from upsertsink.conflicts import RetryableConflict, first_line, permission_denied
 from upsertsink.engines.base import Engine, Marker, PreparedBatch, WriteRequest
 from upsertsink.errors import (
     BatchIdBehindMarkerError,
     ConcurrentWriteError,
     DivergentBatchBehindMarkerError,
     ReplayDivergenceError,
+    TableNotWritableError,
     UpsertSinkError,
     WriteFailedError,
     option,
@@ -85,11 +86,20 @@ class Settings:
 
 def write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteResult:
     """Run the protocol for one batch; every error raised is an UpsertSinkError."""
+    interrupts.begin(request)
     try:
         return _write(engine, request, settings)
     except UpsertSinkError:
         raise
     except Exception as err:
+        denied = permission_denied(err)
+        if denied is not None:  # retrying cannot help: say so, and what was denied
+            raise TableNotWritableError(
+                f"writing batch {request.batch_id} to {request.target} failed: permission denied ({denied}). "
+                "This is not retryable as it is: the user running the write needs write access to the table's "
+                "folder and everything under it (for a new table, to the folder it is created in); once it has "
+                "it, sending the batch again is safe."
+            ) from err
         raise WriteFailedError(
             f"writing batch {request.batch_id} to {request.target} failed: {type(err).__name__}: {first_line(err)}. "
             "The table holds this batch either completely or not at all; sending it again is safe."
@@ -392,6 +402,7 @@ def _commit(
     meta = markers.encode_metadata(
         request.app_id, request.batch_id, prepared.fingerprint, engine.name, **metadata, **extra,
     )
+    interrupts.attempting(snapshot.version, metadata.get("write"))  # found in the log after an interrupt
     faults.point("before-commit")
     if not snapshot.exists:
         markers.mark_create(request.target)

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from upsertsink import batch as B
-from upsertsink import markers, predicate
+from upsertsink import interrupts, markers, predicate
 from upsertsink.engines.base import Engine, WriteRequest
 from upsertsink.errors import InvalidInputError, UpsertSinkError, option
 from upsertsink.io import is_spark_frame
@@ -214,6 +214,9 @@ class UpsertSink:
 
             with api_for(data):  # Spark columns of the batch's kind: classic or Connect
                 return write(engine, request, settings)
+        except KeyboardInterrupt:  # raised unchanged, after logging whether the batch was committed
+            interrupts.report()
+            raise
         finally:
             engine.close()
 
@@ -247,8 +250,15 @@ class UpsertSink:
         return maintain(self.target, deltalake_options(self.target, self.storage_options), adopt_clone=adopt_clone)
 
     def foreach_batch(self, df: Any, epoch_id: int) -> None:
-        """For ``df.writeStream.foreachBatch(sink.foreach_batch)``: the epoch id is the batch id."""
-        self.write(df, batch_id=int(epoch_id))
+        """For ``df.writeStream.foreachBatch(sink.foreach_batch)``: the epoch id is the batch id. A write that
+        the query's ``stop()`` interrupted ends the query quietly (``interrupts.stream_stopped``)."""
+        try:
+            self.write(df, batch_id=int(epoch_id))
+        except Exception as err:
+            stopped = interrupts.stream_stopped(df, err)
+            if stopped is None:
+                raise
+            raise stopped from None
 
     def __repr__(self) -> str:
         if self.table_name is not None:
