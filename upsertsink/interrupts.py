@@ -143,7 +143,7 @@ def _find(request: Any, after: int, token: str | None) -> int | None:
     if request.catalog is not None:  # Spark-only mode: the history by name
         return request.catalog.latest_and_write(token, after)[1]
     from upsertsink import markers
-    from upsertsink.tombstones import deltalake_uri
+    from upsertsink.sidecar.folder import deltalake_uri
 
     latest = _latest_version(deltalake_uri(request.target), request.storage_options)
     if latest is None or latest <= after:
