@@ -15,8 +15,9 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
-from upsertsink import UpsertSink, markers
+from upsertsink import UpsertSink
 from upsertsink.cli import main
+from upsertsink.table import commit_log
 
 SCHEMA = {"id": pa.int64(), "v": pa.int64()}
 BATCHES = [20260101, 20260102, 20260103, 20260104, 20260105]
@@ -82,6 +83,6 @@ def test_a_handle_left_behind_by_other_commits_lists_its_own_version_down(tmp_pa
                    batch_id=batch)
     assert handle.version() == 2
     for limit in (1, 2, None):
-        listed = markers.history(handle, limit)
+        listed = commit_log.history(handle, limit)
         expected = log_commits(path, 2)[: limit or None]
         assert [(c["version"], json.loads(c["userMetadata"])["batch_id"], c["timestamp"]) for c in listed] == expected

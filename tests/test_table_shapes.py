@@ -109,7 +109,7 @@ def test_a_table_feature_the_embedded_engine_cannot_write_is_named_once_not_retr
 
 
 def test_an_unsupported_feature_in_delta_rs_error_text_is_not_a_conflict():
-    from upsertsink.table_checks import unsupported_feature
+    from upsertsink.table.checks import unsupported_feature
 
     err = Exception("Transaction failed: Unsupported table features required: [TypeWidening]")
     found = unsupported_feature(err, "/tmp/x")
@@ -226,12 +226,12 @@ def test_a_file_uri_is_taken_literally(engine, tmp_path, name):
 def test_a_kept_table_handle_is_recognised_under_an_odd_folder_name(tmp_path):
     """deltalake names a table by its percent-encoded file URI: the commit files under it are found, so the
     handle is kept between writes (it was reopened on every write)."""
-    from upsertsink import markers
+    from upsertsink.table import commit_log
 
     path = str(tmp_path / "hash#tag ü 100%")
     UpsertSink(path, "id").write(pa.table({"id": [1]}), batch_id=1)
     uri = DeltaTable(path).table_uri
-    assert "%23" in uri and markers._commit_file_stamp(uri, 0, None) is not None
+    assert "%23" in uri and commit_log.commit_file_stamp(uri, 0, None) is not None
 
 
 # '%' and two hex digits: deltalake (delta-rs 1.6) reads the table's log under the name decoded once more

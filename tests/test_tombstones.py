@@ -18,9 +18,9 @@ from sink_helpers import read_rows
 
 from upsertsink import UpsertSink, faults
 from upsertsink.faults import FAULT_EXIT_CODE
-from upsertsink.maintenance import maintain
 from upsertsink.sidecar import folder, tombstones
 from upsertsink.sidecar.tombstones import TOMBSTONE_ROOT, TombstoneStore, forget_indexes
+from upsertsink.table.maintenance import maintain
 
 CDC = {"id": pa.int64(), "name": pa.string(), "seq": pa.int64(), "op": pa.string()}
 CLI = str(Path(sys.executable).with_name("upsertsink"))

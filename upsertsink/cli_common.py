@@ -396,8 +396,8 @@ _METASTORE_DOCS = "docs/cli.md, 'Tables by name'"
 def split_table_version(text: str, flag: str = "--table") -> tuple[str, int | None]:
     """``NAME`` -> ``(NAME, None)``; ``NAME@N`` -> ``(NAME, N)``, the table at version N. NAME is ``table``,
     ``schema.table`` or ``catalog.schema.table`` (a back-quoted part may hold an ``@`` of its own)."""
-    from upsertsink import catalog
     from upsertsink.errors import InvalidInputError
+    from upsertsink.table import catalog
 
     text = text.strip()
     try:
@@ -414,8 +414,8 @@ def split_table_version(text: str, flag: str = "--table") -> tuple[str, int | No
 def catalog_session(feature: str, master: str = "local[*]") -> Any:
     """The Spark session that finds tables by name: the active one of this process (classic, or Spark
     Connect: e.g. a test's session, whose catalog may live in memory), else ``current_or_new_session``."""
-    from upsertsink.catalog import find_active_session
     from upsertsink.session import current_or_new_session, require_spark
+    from upsertsink.table.catalog import find_active_session
 
     require_spark(feature)
     active = find_active_session()
@@ -427,12 +427,12 @@ def table_location(spark: Any, name: str, version: int | None = None, reads_file
     take it; a table the catalog does not know is an InvalidInputError naming it. ``reads_files`` (the
     command, for one that reads the table's files): a location this process cannot read is an
     InvalidInputError naming the table (not the engine's raw error)."""
-    from upsertsink import catalog
     from upsertsink.errors import InvalidInputError
+    from upsertsink.table import catalog
 
     found = catalog.location(spark, name)
     if found is not None and reads_files is not None:
-        from upsertsink.catalog_table import files_readable
+        from upsertsink.table.named import files_readable
 
         readable, why = files_readable(found, None)
         if not readable:
@@ -467,8 +467,8 @@ def table_frame(spark: Any, name: str, version: int | None = None) -> Any:
     """The Delta table ``name`` (at ``version``) as a Spark DataFrame read on its name alone: no access to its
     files from this process (Spark-only mode works). A table the catalog does not know, or a version it does
     not have, is an InvalidInputError naming the table."""
-    from upsertsink import catalog
-    from upsertsink.catalog_table import named_errors
+    from upsertsink.table import catalog
+    from upsertsink.table.named import named_errors
 
     if catalog.location(spark, name) is None:
         raise _not_in_catalog(spark, name)

@@ -134,13 +134,13 @@ def write(
             require_csv(csv, [src], f"the source {source} is not a csv file")
         existed = True
         if table_name is None:
-            from upsertsink.markers import table_exists
             from upsertsink.storage import deltalake_options
+            from upsertsink.table.files import table_exists
 
             existed = table_exists(sink.target, deltalake_options(sink.target))
         if table_name is not None:
-            from upsertsink import catalog
             from upsertsink.cli_common import catalog_session
+            from upsertsink.table import catalog
 
             spark = catalog_session("upsertsink write --table")
             existed = catalog.detail(spark, sink.table_name) is not None
@@ -262,8 +262,8 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
 
     def work() -> dict[str, Any]:
         require_extras("upsertsink status", "--table" if table_name is not None else None)
-        from upsertsink import markers
         from upsertsink.io import split_version
+        from upsertsink.table import files, status
 
         if table_name is not None:
             from upsertsink.cli_common import catalog_session, split_table_version, table_location
@@ -272,10 +272,10 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
             spark = catalog_session("upsertsink status --table")
             table = table_location(spark, name)
             shown = f"table {name} (at {table})"
-            from upsertsink.catalog_table import files_readable
+            from upsertsink.table.named import files_readable
 
             if spark_only or not files_readable(table, None)[0]:  # Spark-only mode: the history by name
-                from upsertsink.catalog_table import named_status
+                from upsertsink.table.named import named_status
 
                 info = named_status(spark, name, limit, version)
                 info = {"table": table_name, "location": table, "spark_only": True, **info}
@@ -284,12 +284,12 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
             assert path is not None
             table, version = split_version(path)
             shown = table
-        if not markers.table_exists(table):
+        if not files.table_exists(table):
             fail(f"{shown} is not a Delta table")
-        latest = markers.latest_version(table)
+        latest = files.latest_version(table)
         if version is not None and latest is not None and version > latest:
             fail(f"{shown} has no version {version} (latest is {latest})")
-        info = markers.status(table, limit=limit, version=version)
+        info = status.status(table, limit=limit, version=version)
         if table_name is not None:
             info = {"table": table_name, "location": table, **info}
         return _labelled(info)
@@ -334,19 +334,19 @@ def maintain(path: str | None, table_name: str | None, as_json: bool, adopt_clon
 
     def work() -> Any:
         require_extras("upsertsink maintain", "--table" if table_name is not None else None)
-        from upsertsink import markers
-        from upsertsink.maintenance import maintain as run_maintenance
         from upsertsink.storage import deltalake_options
+        from upsertsink.table import files
+        from upsertsink.table.maintenance import maintain as run_maintenance
 
         if table_name is not None:
-            from upsertsink import catalog
             from upsertsink.cli_common import catalog_session, table_location
+            from upsertsink.table import catalog
 
             table = table_location(catalog_session("upsertsink maintain --table"), catalog.check_name(table_name),
                                    reads_files="maintain --table")
         else:
             table = _table_location(label)
-        if not markers.table_exists(table, deltalake_options(table)):
+        if not files.table_exists(table, deltalake_options(table)):
             fail(f"{label} is not a Delta table")
         if table_name is not None:  # Spark runs in this process
             return run_maintenance(table, deltalake_options(table), adopt_clone=adopt_clone)

@@ -142,13 +142,13 @@ def _find(request: Any, after: int, token: str | None) -> int | None:
         return None
     if request.catalog is not None:  # Spark-only mode: the history by name
         return request.catalog.latest_and_write(token, after)[1]
-    from upsertsink import markers
     from upsertsink.sidecar.folder import deltalake_uri
+    from upsertsink.table import commit_log
 
     latest = _latest_version(deltalake_uri(request.target), request.storage_options)
     if latest is None or latest <= after:
         return None
-    return markers.find_write(request.target, token, after, latest, request.storage_options)
+    return commit_log.find_write(request.target, token, after, latest, request.storage_options)
 
 
 def _latest_version(uri: str, storage_options: dict[str, str] | None) -> int | None:

@@ -28,7 +28,7 @@ from clusterlib import (
 from deltalake import DeltaTable
 
 from upsertsink import InvalidInputError, UpsertSink
-from upsertsink.markers import decode_metadata
+from upsertsink.table.commit_log import decode_metadata
 
 ALLOWED = {"committed", "skipped", "retrying", "gave up"}
 

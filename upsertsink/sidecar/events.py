@@ -119,7 +119,7 @@ class EventLog:
     """The events of one history table for one key set: ``c-<write>.parquet`` files of committed writes, and
     ``p-<write>.parquet`` files of writes not known to be committed yet.
 
-    ``snapshot`` gives the table's identity and its column mapping; ``in_effect`` (``ledger.InEffect``) says
+    ``snapshot`` gives the table's identity and its column mapping; ``in_effect`` (``table.lineage.InEffect``) says
     which logged writes count for the table as it is (not those of another table at this place, nor those of
     a batch a RESTORE undid). Without them (maintenance) every committed event counts."""
 

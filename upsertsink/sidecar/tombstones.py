@@ -148,7 +148,7 @@ class TombstoneStore:
     """The tombstones of one target for one sink's key and sequence columns.
 
     ``snapshot`` (the attempt's view of the table) gives the table's identity and, for a column-mapped table,
-    the physical names the scope is filed under; ``in_effect`` (``ledger.InEffect``) says which recorded
+    the physical names the scope is filed under; ``in_effect`` (``table.lineage.InEffect``) says which recorded
     tombstones act on the table as it is now (rows of another table at this place, or of a batch a RESTORE
     undid, do not). Without them (maintenance) every tombstone counts.
     """

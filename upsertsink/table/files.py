@@ -1,15 +1,5 @@
-"""Batch markers: Delta transaction identifiers plus the commit metadata written with them.
-
-A committed batch leaves two things in the one commit that also holds its data:
-
-- a ``txn`` action (appId = the sink's app id, version = the batch id): the marker Delta itself knows, which
-  both delta-spark and deltalake read and write, so a table can move between engines;
-- ``commitInfo.userMetadata``: a JSON object ``{"upsertsink": 1, "app_id", "batch_id", "fingerprint",
-  "rows", "algorithm", "engine"}`` used to detect divergent replays and by ``upsertsink status``.
-
-Both are read with deltalake (no JVM), whichever engine wrote them. The commit that recorded a batch is found
-by a binary search over table versions on the ``txn`` version (which only grows for one app id), so finding
-it costs the same however many commits other writers made since.
+"""A table reached through its files (deltalake): the snapshot an attempt works on, and what is kept between
+writes (open handles, markers per version, log entries), keyed by location *and* identity (``metaData.id``).
 """
 
 from __future__ import annotations
@@ -24,71 +14,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from upsertsink.errors import NotADeltaTableError
-from upsertsink.fingerprint import Fingerprint
 from upsertsink.sidecar.folder import HELPER_DIRS, ROOT_DIR, deltalake_uri
+from upsertsink.table.commit_log import (
+    RECENT_COMMITS,
+    commit_file_stamp,
+    commit_times,
+    find_write,
+    history,
+    local_path,
+    log_fs,
+    read_commit_info,
+    restored_version,
+)
 
 log = logging.getLogger(__name__)
-
-METADATA_MARK = "upsertsink"
-RECENT_COMMITS = 20  # looked at first: a replay is most often of one of the last batches
-STATUS_HISTORY = 200
-
-__all__ = ["Fingerprint", "Snapshot", "committed_fingerprint", "open_snapshot", "status"]
-
-
-def encode_metadata(app_id: str, batch_id: int | None, fp: Fingerprint, engine: str, **extra: Any) -> dict[str, Any]:
-    return {
-        METADATA_MARK: 1,
-        "app_id": app_id,
-        "batch_id": batch_id,
-        "engine": engine,
-        "algorithm": fp.algorithm,
-        "rows": fp.rows,
-        "fingerprint": fp.value,
-        **extra,
-    }
-
-
-def decode_metadata(commit: dict[str, Any]) -> dict[str, Any] | None:
-    """The upsertsink metadata of one history entry, or None when the commit is not ours."""
-    raw = commit.get("userMetadata")
-    if not raw or not isinstance(raw, str):
-        return None
-    try:
-        meta = json.loads(raw)
-    except ValueError:
-        return None
-    return meta if isinstance(meta, dict) and meta.get(METADATA_MARK) == 1 else None
-
-
-def _fingerprint_of(meta: dict[str, Any]) -> Fingerprint | None:
-    try:
-        return Fingerprint(str(meta["algorithm"]), int(meta["rows"]), str(meta["fingerprint"]))
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-# ---------------------------------------------------------------- the target as one attempt sees it
-
-
-def _local(path: str) -> str | None:
-    """The local folder of a path or file URI; None on object storage. deltalake's table URIs are
-    percent-encoded (``hash#tag`` is ``file:///.../hash%23tag/``); a target given as a file URI holds no ``%``
-    (refused by the sink), so decoding it changes nothing."""
-    if "://" in path and not path.startswith("file://"):
-        return None
-    if path.startswith("file://"):
-        from urllib.parse import unquote
-
-        return unquote(path.removeprefix("file://"))
-    return path
 
 
 # The name of the files Delta writers give table data (delta-rs and Spark alike), and of partition folders.
 # While delta-rs writes one (object_store's local file system) it is staged as "<name>#<n>" and renamed into
 # place, so a create in progress can show that name too.
 _DATA_FILE = re.compile(r"^part-\d{5}-[0-9a-fA-F-]{36}-c\d{3}(\.[A-Za-z0-9]+)*\.parquet(#\d+)?$")
+
+
 _PARTITION_DIR = re.compile(r"^[^=]+=.*$")
+
+
 CREATING = "creating"
 
 
@@ -96,7 +46,7 @@ def mark_create(path: str) -> None:
     """Leave the sink's trace in a local target before it creates the table there: the data files a create
     writes appear before its log does, so another writer (or the same one, restarted after a crash) must tell
     a create in progress from a folder of foreign data."""
-    local = _local(path)
+    local = local_path(path)
     if local is None:
         return
     folder = os.path.join(local, ROOT_DIR)
@@ -134,7 +84,7 @@ def check_target_path(path: str) -> None:
     new table, and so is one that holds the data files of the sink's own create beside them (a create racing
     this write, or one killed before its log was written: :func:`mark_create`).
     """
-    local = _local(path)
+    local = local_path(path)
     if local is None:
         return
     if os.path.isfile(local):
@@ -152,7 +102,7 @@ def check_target_path(path: str) -> None:
 class Snapshot:
     """The target table at one version (deltalake), or no table yet, and the log questions the protocol asks.
 
-    The ledger (``ledger.py``) and the replay check read the log only through these methods, so another
+    The lineage (``lineage.py``) and the replay check read the log only through these methods, so another
     kind of snapshot (a table known only by name, through Spark SQL) can answer them too.
     """
 
@@ -375,7 +325,7 @@ class Snapshot:
     def clone_state(self, info: dict[str, Any], app_id: str) -> Any:
         """What a CLONE commit gives an app: its source's record at the cloned version (a ledger Record), or
         a sentence saying why it cannot be known."""
-        from upsertsink import clones
+        from upsertsink.table import clones
 
         return clones.inherited_record(self, info, app_id)
 
@@ -384,7 +334,7 @@ class Snapshot:
         origin = self.commit_info(0)
         if origin is None or origin.get("operation") != "CLONE":
             return None
-        from upsertsink.clones import _open, source_of
+        from upsertsink.table.clones import _open, source_of
 
         path, version, _ = source_of(origin)
         if path is None or version is None:
@@ -403,6 +353,8 @@ class Snapshot:
 
 # (table uri, identity, -1) -> the identity at version 0
 _ORIGINS: dict[tuple[str, str | None, int], str | None] = {}
+
+
 # (table uri, identity, version) -> commit info: a log entry never changes once written.
 _INFOS: OrderedDict[tuple[str, str | None, int], dict[str, Any]] = OrderedDict()
 
@@ -422,6 +374,8 @@ def _keep_info(uri: str, table_id: str | None, version: int, info: dict[str, Any
 
 # (table uri, identity, version) -> {app id: txn version}: markers as each version has them.
 _TXNS: OrderedDict[tuple[str, str | None, int | None], dict[str, int | None]] = OrderedDict()
+
+
 _TXNS_LOCK = threading.Lock()
 
 
@@ -441,6 +395,8 @@ def note_commit(snapshot: Snapshot, version: int | None, markers: dict[str, int]
 # reads only the log entries written since its last batch (deltalake's incremental update), not the log from
 # its last checkpoint on every batch.
 _handles = threading.local()
+
+
 MAX_HANDLES = 64
 
 
@@ -449,19 +405,6 @@ def _cache() -> OrderedDict[tuple[str, str], tuple[Any, int, tuple[int, float] |
     if cache is None:
         cache = _handles.tables = OrderedDict()
     return cache
-
-
-def _commit_file_stamp(uri: str, version: int, storage_options: dict[str, str] | None) -> tuple[int, float] | None:
-    """(size, mtime) of one commit file: tells the handle's history from a table replaced at the same path."""
-    local = _local(uri)
-    try:
-        if local is not None:
-            st = os.stat(os.path.join(local, "_delta_log", f"{version:020d}.json"))
-            return st.st_size, st.st_mtime
-        info = _log_fs(uri, storage_options).get_file_info(f"_delta_log/{version:020d}.json")
-        return (info.size, info.mtime.timestamp() if info.mtime else 0.0) if info.size is not None else None
-    except (FileNotFoundError, OSError):
-        return None
 
 
 def forget_handles() -> None:
@@ -492,10 +435,10 @@ def open_snapshot(path: str, storage_options: dict[str, str] | None = None) -> S
         table, stamped, stamp = held
         try:
             # the handle may have moved on by its own commits since; the version stamped then must be unchanged
-            if stamp is not None and _commit_file_stamp(table.table_uri, stamped, storage_options) == stamp:
+            if stamp is not None and commit_file_stamp(table.table_uri, stamped, storage_options) == stamp:
                 # deltalake's incremental update lists the whole _delta_log (2.9 ms at 2,000 entries, and Delta
                 # keeps 30 days of them): when the next version's file does not exist, nothing is newer
-                if _commit_file_stamp(table.table_uri, table.version() + 1, storage_options) is not None:
+                if commit_file_stamp(table.table_uri, table.version() + 1, storage_options) is not None:
                     table.update_incremental()
                 return Snapshot(path, table, storage_options)
         except Exception as err:  # noqa: BLE001 - any doubt about a kept handle: open the table again
@@ -523,7 +466,7 @@ def keep(snapshot: Snapshot) -> None:
         version = table.version()
         if held is not None and held[1] > version:
             return
-        cache[key] = (table, version, _commit_file_stamp(table.table_uri, version, snapshot.storage_options))
+        cache[key] = (table, version, commit_file_stamp(table.table_uri, version, snapshot.storage_options))
         cache.move_to_end(key)
     except Exception as err:  # noqa: BLE001 - a handle that cannot say its version is not kept
         log.debug("not keeping the handle of %s: %s", snapshot.path, err)
@@ -554,322 +497,20 @@ def table_exists(path: str, storage_options: dict[str, str] | None = None) -> bo
 def last_batch_id(path: str, app_id: str, storage_options: dict[str, str] | None = None) -> int | None:
     """The last batch id committed for app_id as the table is now (the sink's record: a RESTORE moves it
     back, Delta's expiry of its ``txn`` does not), None if none or no table."""
-    from upsertsink import ledger
+    from upsertsink.table import lineage
 
     snapshot = open_snapshot(path, storage_options)
     try:
-        return ledger.app_state(snapshot, app_id).marker
+        return lineage.app_state(snapshot, app_id).marker
     finally:
         keep(snapshot)
-
-
-# ---------------------------------------------------------------- finding a committed batch's commit
-
-
-@dataclass(frozen=True)
-class Committed:
-    """What the log says about one committed (app id, batch id): ``state`` is one of
-
-    ``found`` (its commit and fingerprint are here), ``no-fingerprint`` (its commit carries none: an older
-    algorithm, or another Delta writer), ``gone`` (the log no longer holds its commit).
-    """
-
-    state: str
-    fingerprint: Fingerprint | None = None
-    version: int | None = None
-    tombstones_version: int | None = None  # the tombstone table's version the batch's writer had seen
-
-
-def _ours(commit: dict[str, Any] | None, app_id: str, batch_id: int) -> dict[str, Any] | None:
-    meta = decode_metadata(commit) if commit else None
-    return meta if meta and meta.get("app_id") == app_id and meta.get("batch_id") == batch_id else None
-
-
-def _committed(meta: dict[str, Any], version: int | None) -> Committed:
-    found = _fingerprint_of(meta)
-    return Committed("found" if found else "no-fingerprint", found, version, meta.get("tombstones_version"))
-
-
-def committed_fingerprint(snapshot: Snapshot, app_id: str, batch_id: int) -> Committed:
-    """Find the newest commit that recorded ``batch_id`` for ``app_id`` and its fingerprint (metadata only):
-    the recent commits first, then the commit that moved the marker to it (a binary search), then, for a
-    batch applied late (which does not move the marker), every commit the log holds."""
-    for commit in snapshot.recent_commits():
-        meta = _ours(commit, app_id, batch_id)
-        if meta:
-            return _committed(meta, commit.get("version"))
-    try:
-        version = snapshot.first_version_reaching(app_id, batch_id)
-    except Exception as err:  # noqa: BLE001 - a version the log can no longer rebuild
-        log.debug("searching the log of %s for batch %s: %s", snapshot.path, batch_id, err)
-        version = None
-    if version is not None:
-        meta = _ours(snapshot.commit_info(version), app_id, batch_id)
-        if meta:
-            return _committed(meta, version)
-    for commit in snapshot.all_commits():
-        meta = _ours(commit, app_id, batch_id)
-        if meta:
-            return _committed(meta, commit.get("version"))
-    if version is not None and snapshot.txn_at(app_id, version) == batch_id:
-        return Committed("no-fingerprint", version=version)  # its marker, written by another Delta writer
-    source = snapshot.clone_source() if hasattr(snapshot, "clone_source") else None
-    if source is not None:  # a batch the clone took over: its commit is in the source's log
-        found = committed_fingerprint(source, app_id, batch_id)
-        if found.state != "gone":
-            return Committed(found.state, found.fingerprint, None, None)
-    return Committed("gone")
-
-
-def _log_fs(uri: str, storage_options: dict[str, str] | None) -> Any:
-    import pyarrow.fs as pafs
-    from deltalake.fs import DeltaStorageHandler
-
-    if "://" not in uri:  # a local path: as the file URI deltalake itself gives (``#`` and ``?`` escaped)
-        from pathlib import Path
-
-        uri = Path(uri).absolute().as_uri()
-    uri = deltalake_uri(uri)  # a target URI as given (the Spark engine's): its '#' is a character
-    return pafs.PyFileSystem(DeltaStorageHandler(uri, storage_options))
 
 
 def _log_files(snapshot: Snapshot) -> list[str]:
     import pyarrow.fs as pafs
 
-    fs = _log_fs(snapshot.uri, snapshot.storage_options)
+    fs = log_fs(snapshot.uri, snapshot.storage_options)
     return [info.base_name for info in fs.get_file_info(pafs.FileSelector("_delta_log"))]
 
 
-def read_commit_info(uri: str, version: int, storage_options: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """The commitInfo action of one table version, read from its log file; None when the log lacks it."""
-    return _log_entry(uri, version, storage_options) or None
-
-
-def _log_entry(uri: str, version: int, storage_options: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """The commitInfo of one version's log file, ``{}`` for a commit file without one (Delta makes it optional);
-    None when the log holds no file for that version."""
-    try:
-        with _log_fs(uri, storage_options).open_input_stream(f"_delta_log/{version:020d}.json") as f:
-            text = f.read().decode()
-    except (FileNotFoundError, OSError):
-        return None
-    for line in text.splitlines():
-        if line.strip().startswith('{"commitInfo"'):
-            return json.loads(line)["commitInfo"]
-    return {}
-
-
-def history(
-    table: Any, limit: int | None, storage_options: dict[str, str] | None = None, at: int | None = None,
-) -> list[dict[str, Any]]:
-    """The commit infos of ``table`` from version ``at`` (default: the version the handle is at) down (``limit``
-    of them, or all the log holds), newest first, each with its ``version``.
-
-    deltalake's ``history()`` (1.6) lists the commits from the log's *latest* version down, but numbers them from
-    the version the handle is at: on a table opened at an older version (``PATH@N``), or a handle that another
-    writer's commits have left behind, its entries carry other commits' versions. Its list is used only when the
-    handle is at the latest version (no commit file after it once the list is read); otherwise, for a folder
-    whose name holds a ``#`` (for which deltalake finds nothing), and when deltalake cannot parse a commit info
-    (Spark's SHALLOW CLONE writes statistics of -1), the log files are read one by one."""
-    top = table.version() if at is None else at
-    if top is None or top < 0:
-        return []
-    if top == table.version():
-        try:
-            found = table.history(limit)
-        except Exception as err:  # noqa: BLE001 - read the files ourselves
-            log.debug("deltalake could not list the history of %s (%s): reading its log files", table.table_uri, err)
-            found = []
-        if found and _commit_file_stamp(table.table_uri, top + 1, storage_options) is None:
-            listed = [c for c in found if 0 <= c.get("version", -1) <= top]
-            return listed if limit is None else listed[:limit]
-    out = []
-    stop = -1 if limit is None else max(-1, top - limit)
-    for version in range(top, stop, -1):
-        info = _log_entry(table.table_uri, version, storage_options)
-        if info is None:
-            break  # log cleanup removed the older ones
-        out.append({**info, "version": version})
-    return out
-
-
-def restored_version(snapshot: Any, info: dict[str, Any], at: int) -> int | None:
-    """The version the RESTORE commit ``info`` at version ``at`` went back to; None when the log cannot say.
-
-    Both engines record ``operationParameters.version`` for a RESTORE to a version. Spark records a RESTORE
-    to a timestamp as that timestamp in its session's time zone, and went back to the latest commit at or
-    before it (Delta's rule: by commit time, the file's modification time made monotonic, or the commit's
-    in-commit timestamp). That is resolved here for UTC and for this process's zone, and a candidate counts
-    only when the number of files at it is the one the RESTORE reported (``numOfFilesAfterRestore``)."""
-    params = info.get("operationParameters") or {}
-    version = params.get("version")
-    if version not in (None, "", "null"):
-        try:
-            found = int(version)
-        except (TypeError, ValueError):
-            return None
-        return found if 0 <= found < at else None
-    stamp = params.get("timestamp") or params.get("datetime")
-    if not stamp:
-        return None
-    times = snapshot.commit_times(at - 1)
-    metrics = info.get("operationMetrics") or {}
-    expected = metrics.get("numOfFilesAfterRestore")
-    for moment in _instants(str(stamp)):
-        before = [v for v, t in times.items() if t <= moment]
-        if not before:
-            continue
-        candidate = max(before)
-        if expected is None or snapshot.files_at(candidate) == int(expected):
-            return candidate
-    return None
-
-
-def _instants(stamp: str) -> list[int]:
-    """Milliseconds since the epoch that a RESTORE's timestamp text may mean: UTC, then this process's zone."""
-    from datetime import UTC, datetime
-
-    try:
-        parsed = datetime.fromisoformat(stamp.strip().replace(" ", "T", 1))
-    except ValueError:
-        return []
-    if parsed.tzinfo is not None:
-        return [int(parsed.timestamp() * 1000)]
-    return list(dict.fromkeys([int(parsed.replace(tzinfo=UTC).timestamp() * 1000),
-                               int(parsed.timestamp() * 1000)]))
-
-
-def commit_times(snapshot: Snapshot, up_to: int) -> dict[int, int]:
-    """Version -> commit time in milliseconds, as Delta orders commits for time travel (file modification
-    times made strictly increasing), for the versions the log holds up to ``up_to``."""
-    import pyarrow.fs as pafs
-
-    fs = _log_fs(snapshot.uri, snapshot.storage_options)
-    raw = {}
-    for entry in fs.get_file_info(pafs.FileSelector("_delta_log")):
-        name = entry.base_name
-        if name.endswith(".json") and name[:20].isdigit() and int(name[:20]) <= up_to and entry.mtime is not None:
-            raw[int(name[:20])] = int(entry.mtime.timestamp() * 1000)
-    out, last = {}, None
-    for version in sorted(raw):
-        t = raw[version]
-        info = snapshot.commit_info(version) or {}
-        if isinstance(info.get("inCommitTimestamp"), int):
-            t = info["inCommitTimestamp"]
-        elif last is not None and t <= last:
-            t = last + 1
-        out[version] = last = t
-    return out
-
-
-def find_write(
-    uri: str, token: str | None, after: int, latest: int, storage_options: dict[str, str] | None = None
-) -> int | None:
-    """The version in (after, latest] whose upsertsink metadata carries write token ``token``, newest last
-    searched first from the oldest (a commit usually lands right after the version it read)."""
-    if token is None:
-        return None
-    for version in range(after + 1, latest + 1):
-        meta = decode_metadata(read_commit_info(uri, version, storage_options) or {})
-        if meta and meta.get("write") == token:
-            return version
-    return None
-
-
-# ---------------------------------------------------------------- status
-
-
-def status(
-    path: str, limit: int = 10, storage_options: dict[str, str] | None = None, version: int | None = None
-) -> dict[str, Any]:
-    """Table version, last batch id per app id seen in history, and the recent commits with counts; with
-    ``version``, the table as it was at that version."""
-    from deltalake import DeltaTable
-
-    table = DeltaTable(deltalake_uri(path), version=version, storage_options=storage_options)
-    at = table.version()
-    listed = history(table, max(limit, STATUS_HISTORY), storage_options)
-    app_ids: list[str] = []
-    commits = []
-    for commit in listed:
-        meta = decode_metadata(commit)
-        if meta and meta.get("app_id") not in app_ids:
-            app_ids.append(meta["app_id"])
-        if len(commits) < limit:
-            metrics = commit.get("operationMetrics") or {}
-            commits.append(
-                {
-                    "version": commit.get("version"),
-                    "timestamp": commit.get("timestamp"),
-                    "operation": commit.get("operation"),
-                    "app_id": meta.get("app_id") if meta else None,
-                    "batch_id": meta.get("batch_id") if meta else None,
-                    # a commit that records a batch's marker and changes no row (the batch changed nothing)
-                    "marker_only": _marker_only(meta, commit, metrics),
-                    "late": late_batch(meta),
-                    "reapplied": bool(meta and meta.get("reapplied")),
-                    "inserted": _metric(
-                        metrics, "num_target_rows_inserted", "numTargetRowsInserted", "num_added_rows", "numOutputRows"
-                    ),
-                    "updated": _metric(metrics, "num_target_rows_updated", "numTargetRowsUpdated"),
-                    "deleted": _metric(metrics, "num_target_rows_deleted", "numTargetRowsDeleted"),
-                    # files the write could read (the sink's file pruning), and files it rewrote
-                    "files_scanned": meta.get("files_scanned") if meta else None,
-                    "files_rewritten": _metric(
-                        metrics, "num_target_files_removed", "numTargetFilesRemoved", "num_removed_files",
-                        "numRemovedFiles",
-                    ),
-                }
-            )
-    names = set(table.schema().to_arrow().names)
-    history_table = {"__START_AT", "__END_AT"} <= names  # upsertsink.history's own columns
-    return {
-        "path": path,
-        "version": at,
-        # 2: a history table (SCD type 2, one row per version of a key, keyed by the key and __START_AT)
-        "scd_type": 2 if history_table else 1,
-        "latest_version": None if version is None else DeltaTable(
-            deltalake_uri(path), storage_options=storage_options).version(),
-        **_app_markers(Snapshot(path, table, storage_options), app_ids),
-        "commits": commits,
-    }
-
-
-def _app_markers(snapshot: Any, app_ids: list[str]) -> dict[str, Any]:
-    """``batches`` (app -> last batch id as the table is at ``snapshot``) and ``undone`` (app -> the batch
-    ids a RESTORE undid and nothing committed since, as [low, high] ranges; apps with none left out)."""
-    from upsertsink import ledger
-
-    batches, undone = {}, {}
-    for app in app_ids:
-        record = ledger.app_state(snapshot, app).record
-        batches[app] = record.marker
-        if record.undone:
-            undone[app] = [[lo, hi] for lo, hi, _ in record.undone]
-    return {"batches": batches, "undone": undone}
-
-
-def late_batch(meta: dict[str, Any] | None) -> bool:
-    """Was the commit's batch applied late (behind its app's marker, ``late_batches="apply"``)?"""
-    if not meta:
-        return False
-    if "late_batch" in meta:
-        return bool(meta["late_batch"])
-    return meta.get("late") is not None  # commits made before the flag: every late-chain commit was late
-
-
-def _marker_only(meta: dict[str, Any] | None, commit: dict[str, Any], metrics: dict[str, Any]) -> bool:
-    if not meta or meta.get("batch_id") is None:
-        return False
-    if meta.get("marker_only"):
-        return True
-    # commits made before the flag existed: an append of no file
-    added = _metric(metrics, "num_added_files", "numFiles")
-    return commit.get("operation") == "WRITE" and (added == 0 or (not metrics and commit.get("version", 0) > 0))
-
-
-def _metric(metrics: dict[str, Any], *names: str) -> int | None:
-    for name in names:
-        if name in metrics and metrics[name] is not None:
-            return int(metrics[name])
-    return None
+__all__ = ['Snapshot', 'check_target_path', 'forget_handles', 'keep', 'last_batch_id', 'latest_version', 'mark_create', 'note_commit', 'open_snapshot', 'table_exists']

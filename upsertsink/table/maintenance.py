@@ -87,8 +87,8 @@ def maintain(path: str, storage_options: dict[str, str] | None = None, adopt_clo
             continue
         done = store.compact()
         report.tombstones.append({"scope": scope, "keys": sorted(store.keys), "sequence": store.sequence, **done})
-    from upsertsink.markers import open_snapshot
     from upsertsink.sidecar import events
+    from upsertsink.table.files import open_snapshot
 
     snapshot = open_snapshot(path, storage_options)
     for log_ in events.logs_of(path, storage_options, snapshot):
@@ -107,9 +107,9 @@ def maintain(path: str, storage_options: dict[str, str] | None = None, adopt_clo
 
 
 def _adopt(path: str, storage_options: dict[str, str] | None, report: MaintenanceReport) -> None:
-    from upsertsink import clones
     from upsertsink.errors import InvalidInputError
-    from upsertsink.markers import keep, open_snapshot
+    from upsertsink.table import clones
+    from upsertsink.table.files import keep, open_snapshot
 
     snapshot = open_snapshot(path, storage_options)
     try:
@@ -149,10 +149,10 @@ def _checkpoint_if_due(table: Any, storage_options: dict[str, str] | None) -> in
 
 
 def _last_checkpoint(table: Any, storage_options: dict[str, str] | None) -> int | None:
-    from upsertsink.markers import _log_fs
+    from upsertsink.table.commit_log import log_fs
 
     try:
-        with _log_fs(table.table_uri, storage_options).open_input_stream("_delta_log/_last_checkpoint") as f:
+        with log_fs(table.table_uri, storage_options).open_input_stream("_delta_log/_last_checkpoint") as f:
             return int(json.loads(f.read().decode())["version"])
     except (FileNotFoundError, OSError, KeyError, ValueError):
         return None
