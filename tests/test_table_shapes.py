@@ -358,6 +358,23 @@ def test_a_batch_whose_all_null_column_was_given_a_type_later_replays_as_a_match
     assert [r["extra"] for r in read_rows(path)] == [None, None, "x"]
 
 
+def test_a_delete_is_remembered_across_a_write_that_adds_a_column(engine, tmp_path):
+    """deltalake gives a table a new ``metaData.id`` when a MERGE adds a column; the table is the same table:
+    its deletes and its record of batches still hold (the first CI run of the operators issue lost both)."""
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "id", sequence_by="seq", delete_when="op = 'D'", schema_evolution=True)
+    kso = {"id": pa.int64(), "seq": pa.int64(), "op": pa.string()}
+    sink.write(engine.frame([{"id": 1, "seq": 1, "op": "I"}, {"id": 2, "seq": 1, "op": "I"}], kso), batch_id=1)
+    sink.write(engine.frame([{"id": 1, "seq": 5, "op": "D"}], kso), batch_id=2)
+    sink.write(engine.frame([{"id": 3, "seq": 1, "op": "I", "extra": "x"}], {**kso, "extra": pa.string()}), batch_id=3)
+    late = sink.write(engine.frame([{"id": 1, "seq": 3, "op": "I", "extra": "y"}], {**kso, "extra": pa.string()}),
+                      batch_id=4)
+    assert (late.inserted, late.stale) == (0, 1)
+    assert [r["id"] for r in read_rows(path)] == [2, 3]
+    assert UpsertSink(path, "id", sequence_by="seq", delete_when="op = 'D'").write(
+        engine.frame([{"id": 1, "seq": 5, "op": "D"}], kso), batch_id=2).replay_check == "matched"
+
+
 # -- timestamps ----------------------------------------------------------------------------------------------------
 
 

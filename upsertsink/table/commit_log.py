@@ -122,6 +122,51 @@ def _log_entry(uri: str, version: int, storage_options: dict[str, str] | None = 
     return {}
 
 
+# Commits that begin a table identity: a table created, replaced or cloned in place.
+IDENTITY_STARTS = frozenset({
+    "CREATE TABLE", "CREATE TABLE AS SELECT", "CREATE OR REPLACE TABLE", "REPLACE TABLE",
+    "CREATE OR REPLACE TABLE AS SELECT", "REPLACE TABLE AS SELECT", "CLONE",
+})
+
+
+def identity(snapshot: Any, current: str | None, metadata_id_at: Any) -> str | None:
+    """The identity of the table at ``snapshot``: the ``metaData.id`` of the commit that began it (version 0,
+    a REPLACE or a CLONE in place), found by walking back from the snapshot's version to that commit, or to a
+    commit of the sink that recorded the identity it read.
+
+    Delta's ``metaData.id`` is meant to stay the same for the life of a table, but deltalake (1.6) gives a
+    table a new one whenever a write changes its schema (a MERGE with schema evolution): the id the table has
+    now is not its identity. ``metadata_id_at(v)`` reads the id a commit set (None when the log cannot say);
+    when the walk reaches no such commit (log cleanup), the id the table has now stands for it."""
+    v = snapshot.version
+    while v is not None and v >= 0:
+        info = snapshot.commit_info(v)
+        if info is None:
+            break
+        if v == 0 or info.get("operation") in IDENTITY_STARTS:
+            found = metadata_id_at(v)
+            return current if found is None else found
+        meta = decode_metadata(info)
+        if meta is not None and isinstance(meta.get("table_id"), str):
+            return meta["table_id"]
+        v -= 1
+    return current
+
+
+def metadata_id(uri: str, version: int, storage_options: dict[str, str] | None = None) -> str | None:
+    """The ``metaData.id`` one version's commit file sets; None when it sets none or the log lacks it."""
+    try:
+        with log_fs(uri, storage_options).open_input_stream(f"_delta_log/{version:020d}.json") as f:
+            text = f.read().decode()
+    except (FileNotFoundError, OSError):
+        return None
+    for line in text.splitlines():
+        if line.strip().startswith('{"metaData"'):
+            found = json.loads(line)["metaData"].get("id")
+            return None if found is None else str(found)
+    return None
+
+
 def history(
     table: Any, limit: int | None, storage_options: dict[str, str] | None = None, at: int | None = None,
 ) -> list[dict[str, Any]]:

@@ -21,8 +21,10 @@ from upsertsink.table.commit_log import (
     commit_times,
     find_write,
     history,
+    identity,
     local_path,
     log_fs,
+    metadata_id,
     read_commit_info,
     restored_version,
 )
@@ -113,6 +115,7 @@ class Snapshot:
     _all: list[dict[str, Any]] | None = field(default=None, repr=False)
     _at: int | None = field(default=None, repr=False)
     _id: str | None = field(default=None, repr=False)
+    _identity: str | None = field(default=None, repr=False)
     _infos: dict[int, dict[str, Any] | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -131,8 +134,20 @@ class Snapshot:
 
     @property
     def table_id(self) -> str | None:
-        """The table's identity (Delta's ``metaData.id``): a table re-created at the same place has another."""
-        return self._id
+        """The table's identity (the ``metaData.id`` it was created with): a table re-created at the same place,
+        replaced or cloned has another; a write that changed its schema has not (:func:`commit_log.identity`)."""
+        if self.table is None:
+            return None
+        if self._identity is None:
+            key = (self.uri, self._id, -2)
+            with _TXNS_LOCK:
+                known = _ORIGINS.get(key)
+            if known is None:
+                known = identity(self, self._id, lambda v: metadata_id(self.uri, v, self.storage_options))
+                with _TXNS_LOCK:
+                    _ORIGINS[key] = known
+            self._identity = known
+        return self._identity
 
     @property
     def uri(self) -> str:

@@ -404,11 +404,17 @@ class NamedSnapshot:
 
     @property
     def table_id(self) -> str | None:
-        """The table's identity (Delta's ``metaData.id``, from ``DESCRIBE DETAIL``)."""
+        """The table's identity (:func:`commit_log.identity`; the ``metaData.id`` of ``DESCRIBE DETAIL`` stands
+        for the id a commit set, which SQL cannot read for an older version)."""
         if not self.exists:
             return None
-        found = self.named.detail().get("id")
-        return None if found is None else str(found)
+        if "_identity" not in self.__dict__:
+            from upsertsink.table.commit_log import identity
+
+            found = self.named.detail().get("id")
+            current = None if found is None else str(found)
+            self.__dict__["_identity"] = identity(self, current, lambda v: current)
+        return self.__dict__["_identity"]
 
     def origin_id(self) -> str | None:
         """Every tombstone of a named table is recorded with its identity: none is matched by its origin."""
