@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertsink import batch as B
-from upsertsink import faults, history, interrupts
+from upsertsink import faults, history, interrupts, modes
 from upsertsink import fingerprint as fp
 from upsertsink.conflicts import RetryableConflict, first_line, permission_denied
 from upsertsink.engines.base import Engine, Marker, PreparedBatch, WriteRequest
@@ -124,6 +124,8 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
         try:
             snapshot = _open(request)
             target = engine.target_columns(request, snapshot)
+            if request.mode is not None:
+                modes.check_table(request.mode, snapshot, request.target)
             state = _app_state(request, snapshot)
             late = reapplied = False
             verdict = None if request.batch_id is None else state.record.verdict(request.batch_id)
@@ -136,14 +138,20 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
                     return replace(result, attempts=attempt + 1)
                 late = True  # never committed (or not known to be), and the sink applies late batches
             table_checks.check_writable(snapshot, engine.name, request.target)
+            filled = table_checks.filled_columns(snapshot)
+            if request.by_mode:  # the mode's own checks; the table's columns the batch may leave out
+                stored = None if target is None else [c.name for c in target]
+                request.mode.check_columns(names, stored, request.target)
+                filled = {**{c: "mode" for c in request.mode.lackable(stored or [])}, **filled}
             new_columns, casts = B.check_columns(
                 source, history.data_columns(target, request), request.keys, request.sequence,
-                settings.schema_evolution, request.target, engine.null_counts, table_checks.filled_columns(snapshot),
+                settings.schema_evolution, request.target, engine.null_counts, filled,
             )
             if prepared is None or prepared.casts != tuple(casts):
                 prepared = _prepare(engine, request, target, casts)
                 faults.point("prepared")
-            attempt_fn = _attempt_history if request.history is not None else _attempt
+            attempt_fn = (_attempt_history if request.history is not None else _attempt_mode if request.by_mode
+                          else _attempt)
             result = attempt_fn(engine, request, settings, snapshot, target, new_columns, prepared, state, late)
             return replace(result, attempts=attempt + 1, reapplied=reapplied)
         except RetryableConflict as err:
@@ -282,15 +290,19 @@ def _attempt(
 
 
 def _prepare(engine: Engine, request: WriteRequest, target: list[B.Column] | None, casts: list[str]) -> PreparedBatch:
-    if request.history is None:
+    if request.history is None and not request.by_mode:
         return engine.prepare(request, target, casts)
-    assert request.sequence is not None
     table = engine.history_batch(request, target, casts)
-    checked = [*request.keys, request.sequence]
+    checked = [*request.keys, *([request.sequence] if request.sequence else [])]
     nulls = {c: table[c].null_count for c in checked}
     nans = {c: int(pc.sum(pc.is_nan(table[c])).as_py() or 0) for c in checked if pa.types.is_floating(table[c].type)}
     B.check_stats(request.keys, request.sequence, nulls, nans)
     fingerprint = fp.fingerprint(table, exclude=[DELETE_FLAG])
+    if request.by_mode:  # one row per key, as the mode combines a key's rows (no delete flag: modes never delete)
+        merged = request.mode.prepare(table)
+        return PreparedBatch(merged, fingerprint, merged.num_rows, casts=tuple(casts),
+                             key_values=merged.select(list(request.keys)))
+    assert request.sequence is not None
     flags = table[DELETE_FLAG] if DELETE_FLAG in table.column_names else None
     if flags is not None:
         table = table.drop_columns([DELETE_FLAG])
@@ -373,6 +385,42 @@ def _attempt_history(
         version=outcome.version, skipped=False, inserted=outcome.inserted, updated=outcome.updated,
         deleted=outcome.deleted, batch_id=request.batch_id, app_id=request.app_id, engine=engine.name,
         rows=prepared.rows, late=late,
+    )
+
+
+def _attempt_mode(
+    engine: Engine, request: WriteRequest, settings: Settings, snapshot: files.Snapshot,
+    target: list[B.Column] | None, new_columns: list[B.Column], prepared: PreparedBatch,
+    state: lineage.AppState, late: bool,
+) -> WriteResult:
+    """A merge engine's write (modes/): the batch prepared as one row per key, MERGEd with the SET clauses the
+    mode gives, with the marker and the mode (stored with the table) in the same commit."""
+    mode = request.mode
+    source: pa.Table = prepared.data
+    stored = {c.name for c in target or ()}
+    added = [f for f in mode.hidden_columns(source.schema) if snapshot.exists and f.name not in stored]
+    if not snapshot.exists:  # created from the rows as they are: the helper columns only serve an UPDATE
+        source = source.drop_columns([c for c in source.column_names if c.startswith(modes.base.HELPER_PREFIX)])
+    evolve = [*new_columns, *(B.Column(f.name, "other", str(f.type), f.type) for f in added)]
+    plan = mode.plan(source.schema, sorted(stored), tuple(c.name for c in evolve))
+    batch = engine.history_source(replace(prepared, data=source, key_values=source.select(list(request.keys))))
+    try:
+        outcome = _commit(
+            engine, request, request, batch, snapshot, plan, prepared, state, late, evolve,
+            write=uuid.uuid4().hex[:16], merge_engine=mode.name, merge_options=mode.options(),
+        )
+    except UpsertSinkError:
+        raise
+    except Exception as err:
+        overflow = modes.overflowed(err)
+        if overflow is not None:
+            raise overflow from None
+        raise
+    log.info("batch %s -> %s v%s (%s): %d inserted, %d updated", request.batch_id, request.target, outcome.version,
+             mode.name, outcome.inserted, outcome.updated)
+    return WriteResult(
+        version=outcome.version, skipped=False, inserted=outcome.inserted, updated=outcome.updated, deleted=0,
+        batch_id=request.batch_id, app_id=request.app_id, engine=engine.name, rows=prepared.rows, late=late,
     )
 
 

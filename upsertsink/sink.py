@@ -103,6 +103,9 @@ class UpsertSink:
         track_history: list[str] | None = None,
         track_history_except: list[str] | None = None,
         ignore_null_updates: bool = False,
+        merge_engine: str = "upsert",
+        aggregates: dict[str, str] | None = None,
+        sequence_groups: dict[str, list[str]] | None = None,
         _table_name: str | None = None,
         _file_access: bool | None = None,
     ):
@@ -153,6 +156,15 @@ class UpsertSink:
                 "late must not overwrite newer rows, and only a sequence column can tell which rows are newer"
             )
         self.late_batches = late_batches
+        from upsertsink import modes
+
+        self._mode = modes.make(
+            merge_engine, self.keys, sequence_by, aggregates=aggregates, sequence_groups=sequence_groups,
+            delete_when=delete_when, scd_type=scd_type, ignore_null_updates=ignore_null_updates,
+        )
+        self.merge_engine = merge_engine
+        self.aggregates = aggregates
+        self.sequence_groups = sequence_groups
         from upsertsink import history
 
         self.scd_type, self._history = history.check_options(
@@ -205,7 +217,7 @@ class UpsertSink:
             app_id=self.app_id, batch_id=batch_id,
             partition_by=tuple(self.partition_by) if self.partition_by else None,
             storage_options=engine.storage_options, history=self._history,
-            ignore_null_updates=self.ignore_null_updates,
+            ignore_null_updates=self.ignore_null_updates, mode=self._mode,
         )
         try:
             settings = Settings(self.schema_evolution, retention, self.max_retries, self.late_batches)

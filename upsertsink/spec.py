@@ -52,6 +52,12 @@ class MergePlan:
     ignore_nulls: bool = False
 
     @property
+    def row_filterable(self) -> bool:
+        """May a source row equal to the stored one, or not newer, be dropped before the MERGE (Spark's no-op
+        filter)? A merge engine whose SET combines the rows (modes/) says no."""
+        return True
+
+    @property
     def value_columns(self) -> tuple[str, ...]:
         return tuple(c for c in self.columns if c not in self.keys and c not in self.insert_only)
 

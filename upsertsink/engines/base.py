@@ -40,6 +40,13 @@ class WriteRequest:
     # Spark-only mode (a table named in the catalog whose files the job does not read): the
     # catalog_table.NamedTable every read and write of the protocol goes through; ``target`` is then its name
     catalog: Any = None
+    # the merge engine (a modes.MergeMode); None or "upsert": the MERGE of today (protocol._attempt)
+    mode: Any = None
+
+    @property
+    def by_mode(self) -> bool:
+        """The batch is merged as a merge engine other than upsert says (protocol._attempt_mode)."""
+        return self.mode is not None and self.mode.name != "upsert"
 
     @property
     def tracks_deletes(self) -> bool:

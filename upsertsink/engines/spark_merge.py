@@ -303,7 +303,9 @@ def _merge(
     if found is not None:
         metadata = {**metadata, "files_scanned": found.files if prune else found.total_files}
     source = prepared.data
-    if _all_newer(request, prepared, found):
+    if not plan.row_filterable:
+        pass  # every row counts (a merge engine's SET combines it with the stored row)
+    elif _all_newer(request, prepared, found):
         log.debug("no-op filter skipped: every row of batch %s is newer than the files it can touch", request.batch_id)
     else:
         source = _changed_rows(prepared.data, spark, request, plan, prepared.key_ranges, prepared.rows, found)
