@@ -21,6 +21,29 @@ def _table_location(target: str) -> str:
     return target if is_uri(target) else os.path.abspath(target)
 
 
+def merge_engine_options(
+    name: str, aggregates: tuple[str, ...], groups: tuple[str, ...]
+) -> dict[str, Any]:
+    """The sink's merge-engine options from ``--merge-engine``, ``--aggregate COL=FN`` and
+    ``--sequence-group SEQ=COL,COL`` (the sink checks what they say)."""
+
+    def pairs(values: tuple[str, ...], flag: str) -> list[tuple[str, str]]:
+        out = []
+        for value in values:
+            left, sep, right = value.partition("=")
+            if not sep or not left.strip() or not right.strip():
+                raise click.BadParameter(f"{value!r} is not NAME=VALUE", param_hint=flag)
+            out.append((left.strip(), right.strip()))
+        return out
+
+    options: dict[str, Any] = {"merge_engine": name}
+    if aggregates:
+        options["aggregates"] = dict(pairs(aggregates, "--aggregate"))
+    if groups:
+        options["sequence_groups"] = {seq: split_columns([cols]) for seq, cols in pairs(groups, "--sequence-group")}
+    return options
+
+
 @click.command("write")
 @click.argument("source", metavar="SOURCE")
 @click.option("--target", metavar="PATH", help="Delta table path or URI (created on the first write).")
@@ -52,14 +75,24 @@ def _table_location(target: str) -> str:
 @click.option("--track-history-except", "track_history_except", multiple=True,
               help="With --scd-type 2: every column but these opens a new version when it changes.")
 @click.option("--ignore-null-updates", is_flag=True, help="A null in an update keeps the stored value.")
+@click.option("--merge-engine", type=click.Choice(["upsert", "first_row", "partial_update", "aggregate"]),
+              default="upsert", show_default=True,
+              help="How a row combines with the stored row of its key: upsert (the newest wins), first_row (the "
+                   "first wins), partial_update (a null never overwrites), aggregate (see --aggregate).")
+@click.option("--aggregate", "aggregate_options", multiple=True, metavar="COL=FN",
+              help="With --merge-engine aggregate: COL's function (sum, count, min, max, first, last, bool_and, "
+                   "bool_or); repeat for each column. Other columns: last.")
+@click.option("--sequence-group", "sequence_group_options", multiple=True, metavar="SEQ=COL,COL",
+              help="With --merge-engine partial_update: columns updated only when SEQ grows; repeat per group.")
 @typed_csv_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def write(
     source: str, target: str | None, table_name: str | None, keys: tuple[str, ...], sequence_by: str | None,
     delete_when: str | None, batch_id: int | None, app_id: str | None, engine: str, schema_evolution: bool,
     late_batches: str, scd_type: int, track_history: tuple[str, ...], track_history_except: tuple[str, ...],
-    ignore_null_updates: bool, csv_schema: str | None, null_values: tuple[str, ...], timestamp_format: str | None,
-    as_json: bool,
+    ignore_null_updates: bool, merge_engine: str, aggregate_options: tuple[str, ...],
+    sequence_group_options: tuple[str, ...], csv_schema: str | None, null_values: tuple[str, ...],
+    timestamp_format: str | None, as_json: bool,
 ) -> None:
     """Upsert SOURCE into the Delta table at --target, or into the table named --table in Spark's catalog.
 
@@ -81,7 +114,8 @@ def write(
                "schema_evolution": schema_evolution, "late_batches": late_batches, "scd_type": scd_type,
                "track_history": split_columns(track_history) or None,
                "track_history_except": split_columns(track_history_except) or None,
-               "ignore_null_updates": ignore_null_updates}
+               "ignore_null_updates": ignore_null_updates,
+               **merge_engine_options(merge_engine, aggregate_options, sequence_group_options)}
     sink: Any = None
     created = False  # did this write create the table?
     written: Any = None  # the write's result, once it has returned

@@ -694,7 +694,7 @@ def named_status(spark: Any, name: str, limit: int = 10, version: int | None = N
     """``status.status`` of the table ``name`` from ``DESCRIBE HISTORY`` on its name (no file access): its
     version (or ``version``), the last batch id of each app id in the listed history, the recent commits."""
     from upsertsink.table.commit_log import STATUS_HISTORY, late_batch, marker_only, metric
-    from upsertsink.table.status import _app_markers
+    from upsertsink.table.status import _app_markers, merge_engine
 
     named = NamedTable(spark, name)
     listed = named.history(None if version is not None else max(limit, STATUS_HISTORY))
@@ -734,6 +734,7 @@ def named_status(spark: Any, name: str, limit: int = 10, version: int | None = N
         names = set(spark.table(named.sql_name).schema.names)
     return {
         "path": named.table_uri, "version": at, "scd_type": 2 if {"__START_AT", "__END_AT"} <= names else 1,
+        "merge_engine": merge_engine(listed),
         "latest_version": None if version is None else latest, "batches": batches, "undone": undone,
         "commits": commits,
     }

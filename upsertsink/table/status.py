@@ -68,11 +68,22 @@ def status(
         "version": at,
         # 2: a history table (SCD type 2, one row per version of a key, keyed by the key and __START_AT)
         "scd_type": 2 if history_table else 1,
+        "merge_engine": merge_engine(listed),
         "latest_version": None if version is None else DeltaTable(
             deltalake_uri(path), storage_options=storage_options).version(),
         **_app_markers(Snapshot(path, table, storage_options), app_ids),
         "commits": commits,
     }
+
+
+def merge_engine(commits: list[dict[str, Any]]) -> str | None:
+    """The merge engine (upsertsink.modes) of the newest sink commit among ``commits`` (newest first); None when
+    none of them is a sink's."""
+    for commit in commits:
+        meta = decode_metadata(commit)
+        if meta and "app_id" in meta and "repair_of_batch" not in meta:
+            return str(meta.get("merge_engine") or "upsert")
+    return None
 
 
 def _app_markers(snapshot: Any, app_ids: list[str]) -> dict[str, Any]:
