@@ -115,10 +115,13 @@ class ModePlan(MergePlan):
         return self.upserts and bool(self.value_columns) and self.mode.updates()
 
     def update_condition(self, dialect: Dialect) -> str | None:
-        return self.mode.update_condition(dialect)
+        return self.mode.update_condition(dialect) or "TRUE"  # Spark's SQL MERGE needs a condition text
 
     def update_set(self, dialect: Dialect) -> dict[str, str]:
-        return {quote(c, dialect): self.mode.assignments(c, dialect, self.source_schema) for c in self.value_columns}
+        sets = {quote(c, dialect): self.mode.assignments(c, dialect, self.source_schema) for c in self.value_columns}
+        for c in self.new_columns:  # not in the table yet (added by this MERGE): every stored value is null
+            sets = {k: v.replace(t(c, dialect), "NULL") for k, v in sets.items()}
+        return sets
 
 
 # ---------------------------------------------------------------- SQL pieces
