@@ -88,7 +88,8 @@ class MergeMode:
         """The UPDATE SET expression of ``column`` (the stored row ``t``, the prepared row ``s``)."""
         raise NotImplementedError
 
-    def update_condition(self, dialect: Dialect) -> str | None:
+    def update_condition(self, dialect: Dialect, source: pa.Schema) -> str | None:
+        """When a matched row is updated (None: always); a row it leaves out stays as it is, unrewritten."""
         return None
 
     def updates(self) -> bool:
@@ -115,13 +116,17 @@ class ModePlan(MergePlan):
         return self.upserts and bool(self.value_columns) and self.mode.updates()
 
     def update_condition(self, dialect: Dialect) -> str | None:
-        return self.mode.update_condition(dialect) or "TRUE"  # Spark's SQL MERGE needs a condition text
+        condition = self.mode.update_condition(dialect, self.source_schema) or "TRUE"  # Spark's SQL needs a text
+        return self._unstored(condition, dialect)
+
+    def _unstored(self, text: str, dialect: Dialect) -> str:
+        for c in self.new_columns:  # not in the table yet (added by this MERGE): every stored value is null
+            text = text.replace(t(c, dialect), "NULL")
+        return text
 
     def update_set(self, dialect: Dialect) -> dict[str, str]:
         sets = {quote(c, dialect): self.mode.assignments(c, dialect, self.source_schema) for c in self.value_columns}
-        for c in self.new_columns:  # not in the table yet (added by this MERGE): every stored value is null
-            sets = {k: v.replace(t(c, dialect), "NULL") for k, v in sets.items()}
-        return sets
+        return {k: self._unstored(v, dialect) for k, v in sets.items()}
 
 
 # ---------------------------------------------------------------- SQL pieces

@@ -35,7 +35,7 @@ class FirstRow(MergeMode):
     def updates(self) -> bool:
         return self.sequence is not None  # without a sequence the MERGE only inserts new keys
 
-    def update_condition(self, dialect: Dialect) -> str | None:
+    def update_condition(self, dialect: Dialect, source: pa.Schema) -> str | None:
         assert self.sequence is not None
         return f"{s(self.sequence, dialect)} < {t(self.sequence, dialect)}"
 

@@ -16,7 +16,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertsink.errors import DuplicateKeyError, InvalidInputError, option
-from upsertsink.modes.base import MergeMode, check_names, distinct_per_key, helper, newer, pick, s, t
+from upsertsink.modes.base import (
+    HELPER_PREFIX,
+    MergeMode,
+    check_names,
+    distinct_per_key,
+    helper,
+    newer,
+    pick,
+    s,
+    t,
+)
 from upsertsink.spec import Dialect
 
 
@@ -115,6 +125,18 @@ class PartialUpdate(MergeMode):
         order = [c for c in columns if c in out.column_names]
         rest = [c for c in out.column_names if c not in order]
         return out.select([*order, *rest]).cast(_schema(out.select([*order, *rest]).schema, table.schema))
+
+    def update_condition(self, dialect: Dialect, source: pa.Schema) -> str | None:
+        """A row changes only when one of its sequences grows, or (no sequence) a non-null value differs: a
+        batch sent again under a new id rewrites nothing (its commit holds only the marker)."""
+        columns = [c for c in source.names if not c.startswith(HELPER_PREFIX)]
+        parts = [newer(seq, seq, dialect) for seq, _ in self._ordered(columns)]
+        if self.sequence is None:
+            for c in self._ungrouped(columns):
+                differs = (f"NOT ({t(c, dialect)} <=> {s(c, dialect)})" if dialect == "spark"
+                           else f"({t(c, dialect)} IS DISTINCT FROM {s(c, dialect)})")
+                parts.append(f"({s(c, dialect)} IS NOT NULL AND {differs})")
+        return "(" + " OR ".join(parts) + ")" if parts else "FALSE"
 
     def assignments(self, column: str, dialect: Dialect, source: pa.Schema) -> str:
         if column in self.groups or column == self.sequence:
