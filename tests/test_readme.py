@@ -51,6 +51,12 @@ def test_the_readme_tour_runs_as_written(spark, tmp_path, monkeypatch):
     history = read_rows(str(tmp_path / "tables/order_history"), "__START_AT")
     assert [(r["__START_AT"], r["__END_AT"], r["status"]) for r in history] == [
         (1, 2, "new"), (2, 3, "paid"), (3, None, "shipped")]
+    # the merge engines' examples
+    assert [(r["user_id"], r["source"]) for r in read_rows(str(tmp_path / "tables/signups"), "user_id")] == [
+        (1, "mail"), (2, "web")]
+    assert [(r["amount"], r["carrier"]) for r in read_rows(str(tmp_path / "tables/order_state"), "order_id")] == [(9.5, "ups")]
+    assert [(r["page"], r["clicks"], r["first_seen"], r["visits"])
+            for r in read_rows(str(tmp_path / "tables/page_clicks"), "page")] == [("/", 5, 10, 2), ("/a", 1, 11, 1)]
     tests = [v for k, v in namespace.items() if k.startswith("test_") and callable(v)]
     assert tests, "the README's pytest example defines a test"
     for test in tests:
