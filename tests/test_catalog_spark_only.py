@@ -257,3 +257,28 @@ def test_replay_check_reads_its_inputs_by_name_where_the_files_cannot_be_read(sp
                   "--table", f"customers={people}@7")
     assert missing.exit_code == 2
     assert f"reading version 7 of table {people} failed" in missing.stderr
+
+
+def test_merge_engines_in_spark_only_mode_without_touching_the_files(spark, schema, no_files):
+    # issue #47: the modes through SQL on the name only; the mode is read back from DESCRIBE HISTORY
+    from upsertsink import UpsertSink
+
+    name = f"{schema}.clicks"
+    agg = {"clicks": "sum", "first_seen": "min", "status": "last"}
+
+    def sink(**kw):
+        return UpsertSink.for_table(name, keys="id", sequence_by="seq", merge_engine="aggregate", aggregates=agg,
+                                    file_access=False, **kw)
+
+    cols = "id long, clicks long, first_seen long, status string, seq long"
+    b0 = spark.createDataFrame([(1, 2, 10, "new", 1), (1, 3, 9, None, 2), (2, 1, 5, "x", 1)], cols)
+    b1 = spark.createDataFrame([(1, 5, 12, "old", 0), (2, None, 4, "y", 3)], cols)  # status "old" is late
+    assert sink().write(b0, batch_id=0).inserted == 2
+    sink().write(b1, batch_id=1)
+    assert sink().write(b1, batch_id=1).skipped  # counted once
+    got = sorted((r["id"], r["clicks"], r["first_seen"], r["status"], r["seq"]) for r in spark.table(name).collect())
+    assert got == [(1, 10, 9, "new", 2), (2, 1, 4, "y", 3)]
+    with pytest.raises(ValueError, match="aggregate") as caught:
+        UpsertSink.for_table(name, keys="id", sequence_by="seq", merge_engine="first_row", file_access=False,
+                             app_id="other").write(b1, batch_id=0)
+    assert "first_row" in str(caught.value)

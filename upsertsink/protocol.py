@@ -457,6 +457,8 @@ def _commit(
     if not snapshot.exists:
         files.mark_create(request.target)
     outcome = engine.commit(commit_request, batch, snapshot, plan, meta, new_columns, marker)
+    if request.mode is not None:
+        modes.note_commit(snapshot, outcome.version, request.mode)
     if marker is not None:
         files.note_commit(snapshot, outcome.version, {marker.app_id: marker.version})
     if record is not None:

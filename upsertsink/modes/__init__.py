@@ -5,6 +5,8 @@ Adding a mode: a module with a :class:`~upsertsink.modes.base.MergeMode` subclas
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from upsertsink.errors import InvalidInputError, option
@@ -61,7 +63,7 @@ def stored_mode(meta: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def table_mode(snapshot: Any) -> tuple[str, dict[str, Any]] | None:
-    """The mode the table's newest sink commit (among the recent ones) was written with; None when none of
+    """The mode the table's newest sink commit (among the last LOOK_BACK) was written with; None when none of
     them is a sink's (a table made by a DDL or another writer: any mode may take it)."""
     from upsertsink.table.commit_log import decode_metadata
 
@@ -69,11 +71,42 @@ def table_mode(snapshot: Any) -> tuple[str, dict[str, Any]] | None:
         return None
     top = snapshot.version
     for version in range(top, max(-1, top - LOOK_BACK), -1):  # the newest commit is most often the sink's own
-        info = snapshot.commit_info(version)
-        meta = decode_metadata(info) if info else None
+        key = (str(getattr(snapshot, "uri", "")), snapshot.table_id, version)
+        if key in _KNOWN:
+            return _KNOWN[key]
+        meta = decode_metadata(_commit_info(snapshot, version) or {})
         if meta is not None and "app_id" in meta and "repair_of_batch" not in meta:
-            return stored_mode(meta)
+            _remember(key, stored_mode(meta))
+            return _KNOWN[key]
     return None
+
+
+def note_commit(snapshot: Any, version: int | None, mode: MergeMode) -> None:
+    """The sink committed ``version`` with ``mode``: the next write's check needs no read of the log."""
+    if version is not None:
+        _remember((str(getattr(snapshot, "uri", "")), snapshot.table_id, version), (mode.name, mode.options()))
+
+
+def _commit_info(snapshot: Any, version: int) -> dict[str, Any] | None:
+    """One commit's info: for a table's files, read from its log file alone (not the recent history)."""
+    from upsertsink.table.files import Snapshot
+
+    if isinstance(snapshot, Snapshot):
+        from upsertsink.table.commit_log import read_commit_info
+
+        return read_commit_info(snapshot.uri, version, snapshot.storage_options)
+    return snapshot.commit_info(version)
+
+
+_KNOWN: OrderedDict[tuple[str, str | None, int], tuple[str, dict[str, Any]]] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def _remember(key: tuple[str, str | None, int], mode: tuple[str, dict[str, Any]]) -> None:
+    with _LOCK:
+        _KNOWN[key] = mode
+        while len(_KNOWN) > 1024:
+            _KNOWN.popitem(last=False)
 
 
 def check_table(mode: MergeMode, snapshot: Any, target: str) -> None:
