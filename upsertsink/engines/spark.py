@@ -559,7 +559,8 @@ class SparkEngine:
         cond = [_col(k) == F.col(f"__tomb_{c}") for k, c in zip(request.keys, kc, strict=True)]
         joined = df.join(F.broadcast(tomb), on=functools.reduce(lambda a, b: a & b, cond), how="left")
         seq, tseq = _col(request.sequence), F.col(f"__tomb_{SEQUENCE}").cast(df.schema[request.sequence].dataType)
-        stale = tseq.isNotNull() & ((seq < tseq) | ((seq == tseq) & ~F.col(DELETE_FLAG)))
+        as_old = F.lit(False) if request.restate else (seq == tseq) & ~F.col(DELETE_FLAG)  # restated: equal applies
+        stale = tseq.isNotNull() & ((seq < tseq) | as_old)
         out = joined.withColumn(STALE, F.coalesce(stale, F.lit(False)))
         return out.select(*[
             (F.when(F.col(STALE), tseq).otherwise(seq).alias(c) if c == request.sequence else
@@ -608,6 +609,11 @@ class SparkEngine:
 
     def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
         return spark_merge.repair(self.spark, request, deletes, metadata)
+
+    def outcomes(
+        self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
+    ) -> dict[str, int]:
+        return spark_merge.outcomes(self.spark, request, prepared, snapshot, plan)
 
 
 def _key_row_columns(request: WriteRequest, columns: list[str]) -> list[str]:
