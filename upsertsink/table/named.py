@@ -720,6 +720,7 @@ def named_status(spark: Any, name: str, limit: int = 10, version: int | None = N
                 "app_id": meta.get("app_id") if meta else None, "batch_id": meta.get("batch_id") if meta else None,
                 "marker_only": marker_only(meta, commit, metrics), "late": late_batch(meta),
                 "reapplied": bool(meta and meta.get("reapplied")),
+                "restated": bool(meta and meta.get("restated")),
                 "inserted": metric(metrics, "numTargetRowsInserted", "numOutputRows"),
                 "updated": metric(metrics, "numTargetRowsUpdated"),
                 "deleted": metric(metrics, "numTargetRowsDeleted"),
