@@ -271,7 +271,7 @@ def test_the_cli_counts_rows_left_alone_and_takes_restate_and_dry_run(tmp_path):
 def test_counts_restate_and_dry_run_over_spark_connect(connect, tmp_path):
     path = str(tmp_path / "t")
     sink = _sink(path)
-    frame = lambda rows: connect.createDataFrame(pa.Table.from_pylist(rows, pa.schema(list(S.items()))))  # noqa: E731
+    frame = lambda rows: connect.createDataFrame(pa.Table.from_pylist(rows, pa.schema(list(S.items()))))
     sink.write(frame(BASE), batch_id=1)
     dry = sink.write(frame(CORRECTION), batch_id=2, dry_run=True)
     assert dry.dry_run and version(path) == 0

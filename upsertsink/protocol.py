@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from upsertsink import batch as B
 from upsertsink import faults, history, interrupts
 from upsertsink import fingerprint as fp
-from upsertsink.conflicts import RetryableConflict, first_line, permission_denied
+from upsertsink.conflicts import RetryableConflict, permission_denied
 from upsertsink.engines.base import Engine, Marker, PreparedBatch, WriteRequest
 from upsertsink.errors import (
     BatchIdBehindMarkerError,
@@ -38,6 +38,7 @@ from upsertsink.errors import (
     TableNotWritableError,
     UpsertSinkError,
     WriteFailedError,
+    first_line,
     option,
 )
 from upsertsink.sidecar import events as event_log

@@ -15,9 +15,10 @@ from upsertsink import batch as B
 from upsertsink import interrupts, predicate
 from upsertsink.engines.base import Engine, WriteRequest
 from upsertsink.errors import InvalidInputError, UpsertSinkError, option
+from upsertsink.frames import is_connect
 from upsertsink.io import is_spark_frame
 from upsertsink.protocol import Settings, WriteResult, write
-from upsertsink.session import is_connect, require_connect, require_spark
+from upsertsink.session import require_connect, require_spark
 from upsertsink.storage import deltalake_options
 from upsertsink.table import files
 

@@ -27,11 +27,11 @@ import pyarrow as pa
 
 from upsertsink import batch as B
 from upsertsink import faults
-from upsertsink.conflicts import RetryableConflict, first_line, spark_conflict, spark_error_class
+from upsertsink.conflicts import RetryableConflict, spark_conflict, spark_error_class
 from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteRequest
-from upsertsink.errors import SchemaMismatchError, TableNotWritableError
+from upsertsink.errors import SchemaMismatchError, TableNotWritableError, first_line
+from upsertsink.frames import is_connect
 from upsertsink.pruning import FileRanges, file_ranges
-from upsertsink.session import is_connect
 from upsertsink.sidecar.tombstones import SEQUENCE, key_column
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
 from upsertsink.table import checks as table_checks

@@ -36,8 +36,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from upsertsink.conflicts import first_line, spark_conflict, spark_error_class
-from upsertsink.errors import UpsertSinkError
+from upsertsink.conflicts import spark_conflict, spark_error_class
+from upsertsink.errors import UpsertSinkError, first_line
 from upsertsink.sidecar.tombstones import (
     APP,
     BATCH,
