@@ -100,7 +100,7 @@ def apply_tombstones(table: pa.Table, request: WriteRequest, tombstones: pa.Tabl
     tomb = np.full(table.num_rows, None, dtype=object)
     tomb[joined["_i"].to_numpy()] = pc.cast(joined[SEQUENCE], seq_type).to_numpy(zero_copy_only=False)
     tomb_seq = pa.chunked_array([pa.array(tomb, seq_type)])
-    stale = stale_mask(table[request.sequence], table[DELETE_FLAG], tomb_seq)
+    stale = stale_mask(table[request.sequence], table[DELETE_FLAG], tomb_seq, request.restate)
     count = int(pc.sum(stale).as_py() or 0)
     if count == 0:
         return table, 0

@@ -6,6 +6,7 @@ import dataclasses
 import datetime
 import json
 import os
+import sys
 from typing import Any
 
 import click
@@ -85,6 +86,11 @@ def merge_engine_options(
 @click.option("--sequence-group", "sequence_group_options", multiple=True, metavar="SEQ=COL,COL",
               help="With --merge-engine partial_update: columns updated only when SEQ grows; repeat per group.")
 @typed_csv_options
+@click.option("--restate", is_flag=True,
+              help="SOURCE is the corrected content of --batch-id, committed before: its rows replace stored rows "
+                   "at the same sequence or an older one, its deletes are applied, and it becomes the batch's content.")
+@click.option("--dry-run", is_flag=True,
+              help="Say what the write would do (counts, a replay, or why it would be refused); commit nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def write(
     source: str, target: str | None, table_name: str | None, keys: tuple[str, ...], sequence_by: str | None,
@@ -92,13 +98,18 @@ def write(
     late_batches: str, scd_type: int, track_history: tuple[str, ...], track_history_except: tuple[str, ...],
     ignore_null_updates: bool, merge_engine: str, aggregate_options: tuple[str, ...],
     sequence_group_options: tuple[str, ...], csv_schema: str | None, null_values: tuple[str, ...],
-    timestamp_format: str | None, as_json: bool,
+    timestamp_format: str | None, restate: bool, dry_run: bool, as_json: bool,
 ) -> None:
     """Upsert SOURCE into the Delta table at --target, or into the table named --table in Spark's catalog.
 
     SOURCE is a parquet, csv or json file, a folder of such files, or a Delta table (PATH@N: version N). A csv
     source is typed with --schema, --null-value and --timestamp-format, the same way on both engines.
+
+    Exit status: 0 written (or skipped as a replay); 1 with --dry-run when the write would be refused; 2 an
+    error (nothing written); 3 and 130 interrupted (see docs/cli.md).
     """
+    if restate and batch_id is None:
+        raise click.UsageError("--restate needs --batch-id: the id of the batch whose content it corrects")
     csv = csv_options(csv_schema, null_values, timestamp_format)
     if target is not None and table_name is not None:
         raise click.UsageError("give --target PATH or --table NAME, not both")
@@ -190,13 +201,13 @@ def write(
 
             # delta-rs finishes its call before Python sees a signal: the interrupt reaches the sink after it
             with engine_panics_kept_off_the_terminal():
-                result = written = sink.write(data, batch_id=batch_id)
+                result = written = sink.write(data, batch_id=batch_id, restate=restate, dry_run=dry_run)
         else:
             from upsertsink.cli_common import spark_interrupts
 
             with spark_interrupts(data.sparkSession) as on_spark:
                 try:
-                    result = written = sink.write(data, batch_id=batch_id)
+                    result = written = sink.write(data, batch_id=batch_id, restate=restate, dry_run=dry_run)
                 except Exception:
                     if on_spark.requested:  # the cancelled jobs ended the write: report it as interrupted
                         raise KeyboardInterrupt from None
@@ -205,7 +216,8 @@ def write(
                 raise KeyboardInterrupt
         # a table's first write is its version 0 (data and marker in one commit: a writer that raced this one to
         # create it made version 0 itself); a table created by name gets an empty version 0 first
-        created = not existed and not result.skipped and (result.version == 0 or table_name is not None)
+        created = not existed and not result.skipped and not result.dry_run and (
+            result.version == 0 or table_name is not None)
         return result
 
     result = run(work, on_interrupt=interrupted)
@@ -214,11 +226,16 @@ def write(
     if as_json:
         where = {"table": table_name, "target": sink.target} if table_name is not None else {"target": target}
         click.echo(json.dumps({**where, **dataclasses.asdict(result), "created": created}))
+        if result.refused is not None:
+            sys.exit(1)
+        return
+    if result.dry_run:
+        _print_dry_run(result, target)
         return
     if created:  # a misspelled --target makes a new table: say so, with the full location
         named = f" {table_name}" if table_name is not None else ""
         click.echo(f"created a new table{named} at {sink.target}")
-    counts = f"{result.inserted} inserted, {result.updated} updated, {result.deleted} deleted"
+    counts = f"{result.inserted} inserted, {result.updated} updated, {result.deleted} deleted{_left_alone(result)}"
     if result.skipped:
         click.echo(f"batch {result.batch_id} already committed for {result.app_id}: skipped "
                    f"(table {target} stays at version {result.version})")  # fmt: skip
@@ -226,7 +243,36 @@ def write(
         click.echo(f"{target} version {result.version}: {counts} (no batch id: a re-run writes again)")
     else:
         late = " (late: below the app's marker, applied under the sequence rules)" if result.late else ""
+        late += " (restated: the batch's corrected content)" if result.restated else ""
         click.echo(f"batch {result.batch_id} -> {target} version {result.version}: {counts}{late}")
+    if result.ignored_equal_sequence:
+        click.echo(f"note: {result.ignored_equal_sequence} row(s) at the stored sequence with other content were "
+                   "ignored (equal sequence keeps the stored row); to correct a committed batch send it again with "
+                   "--restate, or send the rows at a higher sequence")
+
+
+def _left_alone(result: Any) -> str:
+    """The rows a write left alone, by why, for its one-line summary (nothing when there are none)."""
+    parts = [f"{n} {what}" for n, what in (
+        (result.unchanged, "unchanged"), (result.ignored_equal_sequence, "ignored at an equal sequence"),
+        (result.older, "older than stored"), (result.stale, "stale (older than a remembered delete)")) if n]
+    return "; " + ", ".join(parts) if parts else ""
+
+
+def _print_dry_run(result: Any, target: str | None) -> None:
+    """A dry run's report; exit status 1 when the write would be refused."""
+    at = f"table {target} at version {result.version}" if result.version is not None else f"{target}"
+    if result.refused is not None:
+        click.echo(f"dry run: batch {result.batch_id} would be refused: {result.refused}")
+        sys.exit(1)
+    if result.skipped:
+        click.echo(f"dry run: batch {result.batch_id} is already committed for {result.app_id}: it would be skipped "
+                   f"(replay check: {result.replay_check}); nothing would change in {at}")
+        return
+    counts = f"{result.inserted} inserted, {result.updated} updated, {result.deleted} deleted{_left_alone(result)}"
+    what = "restated" if result.restated else "written"
+    new = "" if result.version is not None else " (a new table)"
+    click.echo(f"dry run: batch {result.batch_id} would be {what} into {at}{new}: {counts}. Nothing was committed.")
 
 
 def _commit_time(ms: Any) -> str:
@@ -259,7 +305,8 @@ def _columns_text(rows: list[dict[str, Any]]) -> list[str]:
 def _labelled(info: dict[str, Any]) -> dict[str, Any]:
     for commit in info["commits"]:
         commit["time"] = _commit_time(commit.get("timestamp"))
-        labels = [label for label, on in (("marker only", commit["marker_only"]), ("late", commit["late"])) if on]
+        labels = [label for label, on in (("marker only", commit["marker_only"]), ("late", commit["late"]),
+                                          ("restated", commit.get("restated"))) if on]
         if labels:
             commit["operation"] = f"{commit['operation']} ({', '.join(labels)})"
     return info

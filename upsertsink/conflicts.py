@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import re
 
+from upsertsink.errors import first_line
+
 log = logging.getLogger(__name__)
 
 
@@ -88,15 +90,6 @@ def spark_error_class(err: BaseException) -> str | None:
         return None
     match = re.search(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)?)\]", text)
     return match.group(1) if match else None
-
-
-def first_line(err: BaseException) -> str:
-    """The first line of an exception's message (py4j errors can fail to render: then the type's name)."""
-    try:
-        text = str(err).strip()
-    except Exception:  # noqa: BLE001 - a JVM exception whose message cannot be fetched any more
-        text = ""
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 # How a denied permission reads in the engines' errors: Python's PermissionError, delta-rs/object_store's

@@ -127,3 +127,13 @@ def cli_option_names() -> Iterator[None]:
         yield
     finally:
         _OPTION_STYLE.reset(token)
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's message (a JVM error carries its stack trace below it; py4j errors can
+    fail to render: then the type's name)."""
+    try:
+        text = str(err).strip()
+    except Exception:  # noqa: BLE001 - a JVM exception whose message cannot be fetched any more
+        text = ""
+    return text.splitlines()[0] if text else type(err).__name__

@@ -131,7 +131,7 @@ def outcome() -> Outcome:
             if version is not None:
                 return Outcome(batch_id, True, version)
     except Exception as err:  # noqa: BLE001 - an unreadable log: say so, never guess
-        from upsertsink.conflicts import first_line
+        from upsertsink.errors import first_line
 
         return Outcome(batch_id, None, why=f"{type(err).__name__}: {first_line(err)}")
     return Outcome(batch_id, False)

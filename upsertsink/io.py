@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from upsertsink.errors import InvalidInputError, NotADeltaTableError
+from upsertsink.errors import InvalidInputError, NotADeltaTableError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -167,12 +167,6 @@ def resolve_path(spec: str | os.PathLike[str], what: str = "input", csv: Any = N
 
 
 # --------------------------------------------------------------------------------------- readers
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (JVM errors carry stack traces below it)."""
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 def unreadable(src: PathInput, exc: BaseException) -> InvalidInputError:

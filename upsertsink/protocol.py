@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from upsertsink import batch as B
 from upsertsink import faults, history, interrupts, modes
 from upsertsink import fingerprint as fp
-from upsertsink.conflicts import RetryableConflict, first_line, permission_denied
+from upsertsink.conflicts import RetryableConflict, permission_denied
 from upsertsink.engines.base import Engine, Marker, PreparedBatch, WriteRequest
 from upsertsink.errors import (
     BatchIdBehindMarkerError,
@@ -38,6 +38,7 @@ from upsertsink.errors import (
     TableNotWritableError,
     UpsertSinkError,
     WriteFailedError,
+    first_line,
     option,
 )
 from upsertsink.sidecar import events as event_log
@@ -60,6 +61,14 @@ class WriteResult:
     ``late`` is True when the batch id was behind the app's marker, never committed, and applied because the
     sink allows late batches (``late_batches="apply"``). ``reapplied`` is True when the batch had been
     committed and a later RESTORE of the table undid it: sent again, it was applied again.
+
+    Rows the MERGE left alone are counted by why: ``unchanged`` (equal to the stored row),
+    ``ignored_equal_sequence`` (at the stored row's sequence with other content: the sequence rule keeps the
+    stored row; send a correction with ``restate=True``, or at a higher sequence), ``older`` (older than the
+    stored row), ``stale`` (older than a remembered delete). ``restated`` is True when the batch was committed
+    before and this write applied its corrected content (``restate=True``). A dry run (``dry_run=True``)
+    commits nothing: ``dry_run`` is True, ``version`` is the version it read, and ``refused`` says why the
+    write would be refused (the error's message), else None.
     """
 
     version: int | None
@@ -76,6 +85,12 @@ class WriteResult:
     attempts: int = 1  # commit attempts this write took (more than one when concurrent writers won races)
     late: bool = False
     reapplied: bool = False
+    unchanged: int = 0  # rows equal to the stored row of their key
+    ignored_equal_sequence: int = 0  # rows at the stored sequence with other content: the stored row stays
+    older: int = 0  # rows older than the stored row of their key: the stored row stays
+    restated: bool = False
+    dry_run: bool = False
+    refused: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,13 @@ def write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRes
     interrupts.begin(request)
     try:
         return _write(engine, request, settings)
+    except (BatchIdBehindMarkerError, ReplayDivergenceError) as err:
+        if request.dry_run:  # what the write would refuse, and why
+            return WriteResult(
+                version=None, skipped=False, inserted=0, updated=0, deleted=0, batch_id=request.batch_id,
+                app_id=request.app_id, engine=engine.name, dry_run=True, refused=str(err),
+            )
+        raise
     except UpsertSinkError:
         raise
     except Exception as err:
@@ -131,6 +153,8 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
             verdict = None if request.batch_id is None else state.record.verdict(request.batch_id)
             if verdict == records.UNDONE:
                 reapplied = True  # committed once, undone by a RESTORE: applied again
+            elif request.restate and verdict in (records.COMMITTED, records.UNKNOWN):
+                pass  # a committed batch's corrected content, sent on purpose: applied again
             elif verdict in (records.COMMITTED, records.UNKNOWN) or (
                     verdict == records.NEVER and state.marker is not None and request.batch_id <= state.marker):
                 result = _behind_marker(engine, request, settings, snapshot, target, state, prepared)
@@ -153,7 +177,8 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
             attempt_fn = (_attempt_history if request.history is not None else _attempt_mode if request.by_mode
                           else _attempt)
             result = attempt_fn(engine, request, settings, snapshot, target, new_columns, prepared, state, late)
-            return replace(result, attempts=attempt + 1, reapplied=reapplied)
+            restated = request.restate and verdict in (records.COMMITTED, records.UNKNOWN)
+            return replace(result, attempts=attempt + 1, reapplied=reapplied, restated=restated)
         except RetryableConflict as err:
             if attempt == settings.max_retries:
                 raise ConcurrentWriteError(
@@ -192,7 +217,8 @@ def _behind_marker(
     assert request.batch_id is not None
     verdict = state.record.verdict(request.batch_id)
     if verdict == records.COMMITTED:
-        committed = replays.committed_fingerprint(snapshot, request.app_id, request.batch_id)
+        restated = state.record.was_restated(request.batch_id)
+        committed = replays.committed_fingerprint(snapshot, request.app_id, request.batch_id, restated)
         if committed.state != "gone":
             return _replay(engine, request, snapshot, target, prepared, committed, state.marker)
         reason = "gone"
@@ -247,7 +273,7 @@ def _attempt(
         seen = _matching(store, engine, request, prepared)
         batch, stale = engine.apply_tombstones(request, prepared, seen)
         deletes = _not_remembered(engine.deletes(request, batch), seen, store.key_columns)
-        if deletes.num_rows:
+        if deletes.num_rows and not request.dry_run:
             store.record(deletes, request.batch_id, settings.retention_us, request.app_id,
                          -1 if snapshot.version is None else snapshot.version)
             faults.point("tombstones-recorded")
@@ -263,8 +289,10 @@ def _attempt(
         new_columns=tuple(c.name for c in new_columns),
         map_columns=tuple(c.name for c in described if "map<" in c.type.lower()),
         insert_only=tuple(c.name for c in described if filled.get(c.name) == table_checks.IDENTITY_BY_DEFAULT),
-        ignore_nulls=request.ignore_null_updates,
+        ignore_nulls=request.ignore_null_updates, restate=request.restate,
     )
+    if request.dry_run:
+        return _dry_run(engine, request, snapshot, plan, batch, stale, late)
     outcome = _commit(
         engine, request, request, batch, snapshot, plan, prepared, state, late, new_columns,
         tombstones_version=seen_version, write=uuid.uuid4().hex[:16],
@@ -282,10 +310,51 @@ def _attempt(
             version = repaired.version
     if store is not None and store.needs_compaction():
         _compact(store)
+    left = _left_alone(engine, request, snapshot, plan, batch, outcome)
     return WriteResult(
         version=version, skipped=False, inserted=outcome.inserted, updated=outcome.updated, deleted=deleted,
         batch_id=request.batch_id, app_id=request.app_id, engine=engine.name, rows=batch.rows, stale=stale,
-        late=late,
+        late=late, **left,
+    )
+
+
+LEFT_ALONE = ("unchanged", "ignored_equal_sequence", "older")
+
+
+def _left_alone(
+    engine: Engine, request: WriteRequest, snapshot: files.Snapshot, plan: MergePlan, batch: PreparedBatch,
+    outcome: Any,
+) -> dict[str, int]:
+    """The rows the MERGE left alone, by why (``WriteResult.unchanged`` ...). Counted only when there are
+    any (the batch has more rows than the MERGE inserted, updated and deleted), against the version the write
+    read: the MERGE's own metrics do not count rows it leaves alone. A count that cannot be made (the version
+    read is gone) is left at 0, logged: the write itself is committed."""
+    quiet = batch.rows - outcome.inserted - outcome.updated - outcome.deleted
+    if quiet <= 0 or not snapshot.exists:
+        return {}
+    try:
+        counts = engine.outcomes(request, batch, snapshot, plan)
+    except Exception as err:  # noqa: BLE001 - the batch is committed; only its report is the poorer
+        log.warning("batch %s is committed; counting the rows it left alone failed: %s", request.batch_id, err)
+        return {}
+    return {k: counts[k] for k in LEFT_ALONE}
+
+
+def _dry_run(
+    engine: Engine, request: WriteRequest, snapshot: files.Snapshot, plan: MergePlan, batch: PreparedBatch,
+    stale: int, late: bool,
+) -> WriteResult:
+    """What the write would do, counted against the snapshot; nothing committed, nothing recorded."""
+    if snapshot.exists:
+        counts = engine.outcomes(request, batch, snapshot, plan)
+    else:
+        deletes = engine.deletes(request, batch).num_rows if request.delete_when is not None else 0
+        counts = {"inserted": batch.rows - deletes, "updated": 0, "deleted": 0}
+    log.info("dry run of batch %s -> %s at v%s: %s", request.batch_id, request.target, snapshot.version, counts)
+    return WriteResult(
+        version=snapshot.version, skipped=False, inserted=counts["inserted"], updated=counts["updated"],
+        deleted=counts["deleted"], batch_id=request.batch_id, app_id=request.app_id, engine=engine.name,
+        rows=batch.rows, stale=stale, late=late, dry_run=True, **{k: counts.get(k, 0) for k in LEFT_ALONE},
     )
 
 
@@ -434,7 +503,8 @@ def _commit(
     write's keys include __START_AT)."""
     marker, extra, record = None, {}, None
     if request.batch_id is not None:
-        record = state.record.add(request.batch_id)
+        restating = request.restate and state.record.verdict(request.batch_id) in (records.COMMITTED, records.UNKNOWN)
+        record = state.record.add(request.batch_id, restated=restating)
         extra = {**record.encode(), "read_version": -1 if snapshot.version is None else snapshot.version,
                  "table_id": snapshot.table_id}
         if late or not state.normal_chain(request.batch_id):
@@ -447,6 +517,8 @@ def _commit(
             marker = Marker(request.app_id, request.batch_id)
         if state.record.verdict(request.batch_id) == records.UNDONE:
             extra["reapplied"] = True
+        if restating:
+            extra["restated"] = True
         if state.txn is None and state.late_counter is None and request.catalog is None:
             lineage.note_app(snapshot, request.target, request.storage_options, request.app_id)
     meta = commit_log.encode_metadata(
@@ -545,7 +617,7 @@ def _replay(
             "batch %s of %s skipped; its content could not be fully checked (%s: %s)",
             request.batch_id, request.app_id, check, committed.state,
         )
-    if request.tracks_deletes:
+    if request.tracks_deletes and not request.dry_run:
         store = _store(request, snapshot)
         recorded = committed.tombstones_version if committed.state == "found" else -1
         if store.version() not in (None, recorded):
@@ -554,7 +626,7 @@ def _replay(
     log.info("batch %s already committed for %s: skipped", request.batch_id, request.app_id)
     return WriteResult(
         version=snapshot.version, skipped=True, inserted=0, updated=0, deleted=0, batch_id=request.batch_id,
-        app_id=request.app_id, engine=engine.name, replay_check=check,
+        app_id=request.app_id, engine=engine.name, replay_check=check, dry_run=request.dry_run,
     )
 
 

@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from typing import Any, Self
 
 from upsertsink.errors import UpsertSinkError
+from upsertsink.frames import is_connect  # noqa: F401 - also known by this name
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +75,6 @@ def require_connect(feature: str = "this") -> None:
             f"{feature} needs the Spark Connect client, but {', '.join(missing)} "
             f"{'is' if len(missing) == 1 else 'are'} not installed: {CONNECT_EXTRA_INSTALL}"
         )
-
-
-def is_connect(spark_or_frame: Any) -> bool:
-    """True for a Spark Connect session or DataFrame (no JVM in this process behind it)."""
-    return type(spark_or_frame).__module__.startswith("pyspark.sql.connect")
 
 
 _connect_lock = threading.Lock()
@@ -142,7 +138,7 @@ def connect_url(session: Any) -> str | None:
 
 
 def _first_line(err: BaseException) -> str:
-    from upsertsink.io import first_line
+    from upsertsink.errors import first_line
 
     return first_line(err)
 
@@ -345,7 +341,7 @@ class _QuietJvm:
         if text:
             log.debug("JVM start-up output:\n%s", text)
         if exc is not None and not isinstance(exc, UpsertSinkError):
-            from upsertsink.io import first_line
+            from upsertsink.errors import first_line
 
             tail = "\n".join(text.splitlines()[-20:])
             raise UpsertSinkError(

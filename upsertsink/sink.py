@@ -15,9 +15,10 @@ from upsertsink import batch as B
 from upsertsink import interrupts, predicate
 from upsertsink.engines.base import Engine, WriteRequest
 from upsertsink.errors import InvalidInputError, UpsertSinkError, option
+from upsertsink.frames import is_connect
 from upsertsink.io import is_spark_frame
 from upsertsink.protocol import Settings, WriteResult, write
-from upsertsink.session import is_connect, require_connect, require_spark
+from upsertsink.session import require_connect, require_spark
 from upsertsink.storage import deltalake_options
 from upsertsink.table import files
 
@@ -199,10 +200,29 @@ class UpsertSink:
 
     # ------------------------------------------------------------------ public
 
-    def write(self, data: Any, batch_id: int | None = None) -> WriteResult:
+    def write(self, data: Any, batch_id: int | None = None, restate: bool = False, dry_run: bool = False) -> WriteResult:
         """Upsert one batch. A committed batch id is skipped (its content checked); one below the app's marker
-        that was never committed raises BatchIdBehindMarkerError, or is applied with ``late_batches="apply"``."""
+        that was never committed raises BatchIdBehindMarkerError, or is applied with ``late_batches="apply"``.
+
+        ``restate=True``: ``data`` is the corrected content of batch ``batch_id``, committed before: its rows
+        replace stored rows at the same sequence or an older one, its deletes are applied, and its content
+        becomes the batch's (a later replay of it is skipped, of the old content refused). ``dry_run=True``:
+        nothing is committed or recorded; the result counts what the write would do (``refused`` says why it
+        would be refused)."""
         batch_id = B.check_batch_id(batch_id)
+        if (restate or dry_run) and self._history is not None:
+            raise InvalidInputError(
+                f"{'restate' if restate else 'dry_run'}=True is not available for a history table (scd_type=2): "
+                "a history table keeps every version of a key; send a correction as a new event at a later sequence"
+            )
+        if restate and batch_id is None:
+            raise InvalidInputError("restate=True needs the batch_id of the batch whose content it corrects")
+        if (restate or dry_run) and self._mode.name != "upsert":
+            raise InvalidInputError(
+                f"{'restate' if restate else 'dry_run'}=True is not available with merge_engine="
+                f"{self._mode.name!r}: only 'upsert' has it (a restated batch would be combined with the stored rows "
+                "a second time: an aggregate would count it twice). Nothing was written."
+            )
         if self.table_name is not None:
             data = self._table_frame(data)
             self._locate(data.sparkSession, data)
@@ -217,7 +237,8 @@ class UpsertSink:
             app_id=self.app_id, batch_id=batch_id,
             partition_by=tuple(self.partition_by) if self.partition_by else None,
             storage_options=engine.storage_options, history=self._history,
-            ignore_null_updates=self.ignore_null_updates, mode=self._mode,
+            ignore_null_updates=self.ignore_null_updates, restate=bool(restate), dry_run=bool(dry_run),
+            mode=self._mode,
         )
         try:
             settings = Settings(self.schema_evolution, retention, self.max_retries, self.late_batches)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from upsertsink.session import is_connect
+from upsertsink.frames import is_connect
 
 _state = threading.local()
 

@@ -8,8 +8,13 @@ double quotes; the plan takes the dialect and never puts a value into SQL text.
     MATCHED  AND NOT s.<delete> AND <newer> AND <changed>   THEN UPDATE SET <non-key columns>
     NOT MATCHED AND NOT s.<delete>                          THEN INSERT <all columns>
 
-<newer> is ``t.seq IS NULL OR s.seq > t.seq`` with ``sequence_by`` (equal is a no-op) and TRUE without;
-<changed> is true when any non-key column differs null-safely, so a re-sent row rewrites nothing.
+<newer> is ``t.seq IS NULL OR s.seq > t.seq`` with ``sequence_by`` (equal is a no-op; ``>=`` when a batch is
+restated on purpose) and TRUE without; <changed> is true when any non-key column differs null-safely, so a
+re-sent row rewrites nothing.
+
+:meth:`MergePlan.outcomes` gives, in the same terms, what the MERGE does with each source row (inserted,
+updated, deleted, unchanged, ignored at an equal sequence, older than the stored row): the counts of a dry run,
+and of the rows a MERGE leaves alone.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ class MergePlan:
     insert_only: tuple[str, ...] = ()
     # ignore_null_updates: a null in the source keeps the stored value on update (inserts take the row as is)
     ignore_nulls: bool = False
+    # restate: a batch's corrected content, sent on purpose: a row at the stored sequence replaces it too
+    restate: bool = False
 
     @property
     def row_filterable(self) -> bool:
@@ -73,7 +80,7 @@ class MergePlan:
         if self.sequence is None:
             return None
         t, s = self.ref(TARGET, self.sequence, dialect), self.ref(SOURCE, self.sequence, dialect)
-        return f"(({t} IS NULL) OR ({s} > {t}))"
+        return f"(({t} IS NULL) OR ({s} {'>=' if self.restate else '>'} {t}))"
 
     def _changed(self, dialect: Dialect) -> str | None:
         if not self.value_columns:
@@ -131,3 +138,24 @@ class MergePlan:
 
     def insert_values(self, dialect: Dialect) -> dict[str, str]:
         return {quote(c, dialect): self.ref(SOURCE, c, dialect) for c in self.columns}
+
+    def outcomes(self, dialect: Dialect) -> dict[str, str]:
+        """What the MERGE does with a source row, as one condition per outcome over ``s LEFT JOIN t ON <on>``
+        (a row meets at most one): ``inserted``, ``updated``, ``deleted`` (the clauses' own conditions),
+        ``unchanged`` (equal to the stored row), ``ignored_equal_sequence`` (at the stored sequence with other
+        content: the sequence rule ignores it), ``older`` (older than the stored row: left as stored)."""
+        matched = f"({self.ref(TARGET, self.keys[0], dialect)} IS NOT NULL)"
+        upsert = self._flag(dialect, negate=True)
+        changed = self._changed(dialect)
+        out = {"inserted": self._all(f"NOT {matched}", upsert) if self.upserts else "FALSE"}
+        out["updated"] = self._all(matched, self.update_condition(dialect)) if self.has_update else "FALSE"
+        out["deleted"] = self._all(matched, self.delete_condition(dialect)) if self.deletes else "FALSE"
+        out["unchanged"] = self._all(matched, upsert, None if changed is None else f"NOT {changed}") or "FALSE"
+        if self.sequence is None or changed is None:
+            out["ignored_equal_sequence"] = out["older"] = "FALSE"
+            return out
+        t, s = self.ref(TARGET, self.sequence, dialect), self.ref(SOURCE, self.sequence, dialect)
+        out["ignored_equal_sequence"] = "FALSE" if self.restate else self._all(matched, upsert, f"({s} = {t})", changed)
+        same = self._all(upsert, f"NOT {changed}")
+        out["older"] = self._all(matched, f"({s} < {t})", f"NOT ({same})")
+        return {k: v or "FALSE" for k, v in out.items()}

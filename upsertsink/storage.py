@@ -19,7 +19,7 @@ import sys
 from typing import Any
 from urllib.parse import urlparse
 
-from upsertsink.session import is_connect
+from upsertsink.frames import is_connect
 
 log = logging.getLogger(__name__)
 

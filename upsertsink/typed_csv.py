@@ -184,7 +184,7 @@ def read_csv(path: str, options: CsvOptions | None, what: str) -> Any:
     try:
         table = pacsv.read_csv(path, convert_options=convert, parse_options=parse)
     except (pa.ArrowException, OSError) as exc:
-        from upsertsink.io import first_line
+        from upsertsink.errors import first_line
 
         raise InvalidInputError(f"{what}: cannot read {path!r} as csv: {first_line(exc)}") from exc
     missing = [name for name in typed if name not in table.column_names]

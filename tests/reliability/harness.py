@@ -126,7 +126,7 @@ def run_writer(
     app_id: str = "feed", fault: str | None = None, fault_mode: str | None = None, timeout: float = 600,
     extra_env: dict[str, str] | None = None, batch_ids: bool = True, result_file: Path | None = None,
     order: list[int] | None = None, late_batches: str = "refuse", remote: str | None = None, scd2: bool = False,
-    connect_large: bool = False, spark_only: bool = False,
+    connect_large: bool = False, spark_only: bool = False, restate: bool = False,
 ) -> subprocess.CompletedProcess:
     """Run writer.py in a child process: batches [start, stop) of the feed, one write each."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UPSERTSINK_FAULT")}
@@ -158,6 +158,8 @@ def run_writer(
         cmd.append("--connect-large")
     if spark_only:
         cmd.append("--spark-only")
+    if restate:
+        cmd.append("--restate")
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 

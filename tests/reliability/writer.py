@@ -2,7 +2,7 @@
 
     python writer.py --path T --feed feed.json [--engine embedded|spark|connect --remote sc://...] [--start N] [--stop M]
                      [--app-id A] [--no-batch-ids] [--result out.json] [--start-at UNIXTIME]
-                     [--order 3,0,2,1] [--late-batches refuse|apply] [--scd2] [--spark-only]
+                     [--order 3,0,2,1] [--late-batches refuse|apply] [--scd2] [--spark-only] [--restate]
 
 Batch i of the feed is sent with batch id i, in feed order from --start to --stop, or in the order --order
 gives (its positions from --start to --stop). Each call's outcome (written / skipped / ConcurrentWriteError /
@@ -46,6 +46,8 @@ def main() -> int:
                    help="with --engine connect: every batch takes the large-batch path (kept on the server)")
     p.add_argument("--spark-only", action="store_true",
                    help="--path is a table NAME in the session's catalog, written in Spark-only mode (file_access=False)")
+    p.add_argument("--restate", action="store_true",
+                   help="send each batch as the restatement of its id (write(..., restate=True))")
     args = p.parse_args()
     feed = json.loads(Path(args.feed).read_text())
     history = {"scd_type": 2, "track_history_except": ["op"]} if args.scd2 else {}
@@ -79,8 +81,9 @@ def main() -> int:
         if args.connect_large:  # not the bare local relation whose rows the client prepares itself
             data = data.repartition(2)
         try:
-            r = sink.write(data, batch_id=None if args.no_batch_ids else i)
+            r = sink.write(data, batch_id=None if args.no_batch_ids else i, restate=args.restate)
             outcome = {"batch": i, "outcome": "skipped" if r.skipped else "written", "stale": r.stale,
+                       "restated": r.restated,
                        "deleted": r.deleted, "replay_check": r.replay_check, "attempts": r.attempts, "late": r.late}
         except ConcurrentWriteError as err:
             outcome = {"batch": i, "outcome": "conflict", "error": str(err)}

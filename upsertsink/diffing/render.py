@@ -12,10 +12,7 @@ from __future__ import annotations
 import datetime
 import decimal
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from upsertsink.diffing.result import DiffResult
+from typing import Any
 
 #: ``style(text, role) -> text``; roles: equal, different, changed, only_in_left, only_in_right,
 #: duplicate_key, left, right.
@@ -45,8 +42,9 @@ def show(value: Any) -> str:
     return repr(value)
 
 
-def render(result: DiffResult, limit: int = 10, style: Styler | None = None) -> str:
-    """The report of ``result`` with up to ``limit`` differing keys."""
+def render(result: Any, limit: int = 10, style: Styler | None = None) -> str:
+    """The report of ``result`` (a ``DiffResult``, which calls this from ``format_text``: this module imports
+    none of it) with up to ``limit`` differing keys."""
     s = style or _plain
     lines = [
         f"left:  {result.left_label} ({result.rows_left} rows)",

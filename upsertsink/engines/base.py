@@ -40,6 +40,8 @@ class WriteRequest:
     # Spark-only mode (a table named in the catalog whose files the job does not read): the
     # catalog_table.NamedTable every read and write of the protocol goes through; ``target`` is then its name
     catalog: Any = None
+    restate: bool = False  # the batch's corrected content, sent on purpose for a committed batch id
+    dry_run: bool = False  # say what the write would do; commit nothing, record nothing
     # the merge engine (a modes.MergeMode); None or "upsert": the MERGE of today (protocol._attempt)
     mode: Any = None
 
@@ -156,6 +158,13 @@ class Engine(Protocol):
 
         Raises RetryableConflict when a concurrent commit won (or took the marker's version).
         """
+
+    def outcomes(
+        self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
+    ) -> dict[str, int]:
+        """How many of ``prepared``'s rows the MERGE of ``plan`` inserts, updates, deletes or leaves alone
+        (:meth:`MergePlan.outcomes`), against the table as it was at ``snapshot`` (which exists); commits
+        nothing."""
 
     def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
         """Delete stored rows older than ``deletes`` (k0..kN, sequence); no marker. None when nothing changed."""

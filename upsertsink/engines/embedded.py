@@ -257,13 +257,7 @@ class EmbeddedEngine:
     def _execute_merge(
         table: Any, data: pa.Table, plan: MergePlan, props: Any, evolve: bool = False, ranges: FileRanges | None = None
     ) -> dict[str, Any]:
-        on = plan.on("datafusion")
-        if ranges is not None and ranges.narrows:
-            # Only the files that can hold the batch's keys are read (and can be rewritten); new keys outside
-            # every file are inserted unread. Bounds are rendered from typed values, never from user text.
-            ref = plan.ref(TARGET, ranges.key, "datafusion")
-            parts = [f"({ref} BETWEEN {sql_literal(lo)} AND {sql_literal(hi)})" for lo, hi in ranges.ranges]
-            on = f"{on} AND ({' OR '.join(parts) if parts else 'FALSE'})"
+        on = _merge_on(plan, ranges)
         merger = table.merge(
             data, on, source_alias=SOURCE, target_alias=TARGET, commit_properties=props, merge_schema=evolve,
         )
@@ -278,6 +272,31 @@ class EmbeddedEngine:
                 updates=plan.insert_values("datafusion"), predicate=plan.insert_condition("datafusion")
             )
         return merger.execute()
+
+    def outcomes(
+        self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
+    ) -> dict[str, int]:
+        """The MERGE's outcome per source row, counted by DataFusion (the engine of deltalake's MERGE, so its
+        comparisons are the MERGE's) over the table at the snapshot's version, read as the MERGE reads it."""
+        import datafusion
+
+        conditions = plan.outcomes("datafusion")
+        if prepared.rows == 0:
+            return dict.fromkeys(conditions, 0)
+        from deltalake import DeltaTable
+
+        table = snapshot.table
+        if table.version() != snapshot.version:
+            table = DeltaTable(table.table_uri, version=snapshot.version, storage_options=self.storage_options)
+        found = file_ranges(table, request.keys, prepared.key_values)
+        ctx = datafusion.SessionContext()
+        ctx.register_table("upsertsink_target", table)
+        ctx.register_record_batches("upsertsink_source", [prepared.data.to_batches()])
+        counts = ", ".join(f"count(CASE WHEN {c} THEN 1 END) AS {name}" for name, c in conditions.items())
+        text = (f"SELECT {counts} FROM upsertsink_source AS {SOURCE} LEFT JOIN upsertsink_target AS {TARGET} "
+                f"ON {_merge_on(plan, found)}")
+        row = ctx.sql(text).to_arrow_table().to_pylist()[0]
+        return {name: int(row[name] or 0) for name in conditions}
 
     def close(self) -> None:
         """Nothing to release: the batch is the caller's Arrow table."""
@@ -350,6 +369,18 @@ def _with_generated(data: pa.Table, plan: MergePlan, table: Any, target: str) ->
             "the column(s) with their values, or write with the Spark engine. Nothing was written."
         ) from None
     return data, dataclasses.replace(plan, columns=(*plan.columns, *(name for name, _ in missing)))
+
+
+def _merge_on(plan: MergePlan, ranges: FileRanges | None) -> str:
+    """The MERGE's ON condition. With file ranges, only the files that can hold the batch's keys are read (and
+    can be rewritten); new keys outside every file are inserted unread. Bounds are rendered from typed values,
+    never from user text."""
+    on = plan.on("datafusion")
+    if ranges is not None and ranges.narrows:
+        ref = plan.ref(TARGET, ranges.key, "datafusion")
+        parts = [f"({ref} BETWEEN {sql_literal(lo)} AND {sql_literal(hi)})" for lo, hi in ranges.ranges]
+        on = f"{on} AND ({' OR '.join(parts) if parts else 'FALSE'})"
+    return on
 
 
 def _decimal_error(name: str, column: Any, want: pa.DataType) -> SchemaMismatchError:

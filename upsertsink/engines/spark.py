@@ -31,12 +31,11 @@ from upsertsink import arrow_batch
 from upsertsink import batch as B
 from upsertsink import fingerprint as fp
 from upsertsink.arrow_batch import prepare_arrow
-from upsertsink.conflicts import first_line
 from upsertsink.engines import spark_local, spark_merge, spark_stats
 from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteRequest
 from upsertsink.engines.spark_merge import analysis_error as _analysis_error
 from upsertsink.engines.spark_merge import col as _col
-from upsertsink.errors import InvalidInputError, SchemaMismatchError
+from upsertsink.errors import InvalidInputError, SchemaMismatchError, first_line
 from upsertsink.sidecar.tombstones import SEQUENCE, key_column
 from upsertsink.spec import DELETE_FLAG, MergePlan
 from upsertsink.table.files import Snapshot
@@ -72,7 +71,7 @@ def _connect_large(df: Any) -> bool:
     """A Spark Connect batch that is a local relation the client sent, over CONNECT_LOCAL_ROWS rows or cached
     on the server as artifacts (pyspark does that above ``spark.sql.session.localRelationCacheThreshold``
     bytes). Decided from the client's plan: no RPC, no job. Other Connect plans keep the collect path."""
-    from upsertsink.session import is_connect
+    from upsertsink.frames import is_connect
 
     if not is_connect(df):
         return False
@@ -93,7 +92,7 @@ def _client_rows(df: Any) -> tuple[pa.Table, Any] | None:
     (``createDataFrame`` below pyspark's cache threshold), read from the client's plan: no RPC. Only when the
     server would take the rows as they are: flat columns whose Arrow types are the ones Spark gives their Spark
     types (a declared schema the server would still cast to, or nested types, keep the server paths)."""
-    from upsertsink.session import is_connect
+    from upsertsink.frames import is_connect
 
     plan = getattr(df, "_plan", None)
     names = None
@@ -559,7 +558,8 @@ class SparkEngine:
         cond = [_col(k) == F.col(f"__tomb_{c}") for k, c in zip(request.keys, kc, strict=True)]
         joined = df.join(F.broadcast(tomb), on=functools.reduce(lambda a, b: a & b, cond), how="left")
         seq, tseq = _col(request.sequence), F.col(f"__tomb_{SEQUENCE}").cast(df.schema[request.sequence].dataType)
-        stale = tseq.isNotNull() & ((seq < tseq) | ((seq == tseq) & ~F.col(DELETE_FLAG)))
+        as_old = F.lit(False) if request.restate else (seq == tseq) & ~F.col(DELETE_FLAG)  # restated: equal applies
+        stale = tseq.isNotNull() & ((seq < tseq) | as_old)
         out = joined.withColumn(STALE, F.coalesce(stale, F.lit(False)))
         return out.select(*[
             (F.when(F.col(STALE), tseq).otherwise(seq).alias(c) if c == request.sequence else
@@ -608,6 +608,11 @@ class SparkEngine:
 
     def repair(self, request: WriteRequest, deletes: pa.Table, metadata: dict[str, Any]) -> CommitOutcome | None:
         return spark_merge.repair(self.spark, request, deletes, metadata)
+
+    def outcomes(
+        self, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan,
+    ) -> dict[str, int]:
+        return spark_merge.outcomes(self.spark, request, prepared, snapshot, plan)
 
 
 def _key_row_columns(request: WriteRequest, columns: list[str]) -> list[str]:

@@ -27,11 +27,11 @@ import pyarrow as pa
 
 from upsertsink import batch as B
 from upsertsink import faults
-from upsertsink.conflicts import RetryableConflict, first_line, spark_conflict, spark_error_class
+from upsertsink.conflicts import RetryableConflict, spark_conflict, spark_error_class
 from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteRequest
-from upsertsink.errors import SchemaMismatchError, TableNotWritableError
+from upsertsink.errors import SchemaMismatchError, TableNotWritableError, first_line
+from upsertsink.frames import is_connect
 from upsertsink.pruning import FileRanges, file_ranges
-from upsertsink.session import is_connect
 from upsertsink.sidecar.tombstones import SEQUENCE, key_column
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
 from upsertsink.table import checks as table_checks
@@ -330,6 +330,24 @@ def _merge(
         return _after_merge(session, request, prepared, metadata, marker, metrics, before, evolve)
 
 
+def outcomes(spark: Any, request: WriteRequest, prepared: PreparedBatch, snapshot: Snapshot, plan: MergePlan) -> dict[str, int]:
+    """The MERGE's outcome per source row (``MergePlan.outcomes``), counted in one Spark job over the table as
+    it was at the snapshot's version (time travel: by name in Spark-only mode, else by path)."""
+    from upsertsink.sparkapi import F
+
+    conditions = plan.outcomes("spark")
+    if prepared.rows == 0:
+        return dict.fromkeys(conditions, 0)
+    version = int(snapshot.version)
+    if request.catalog is not None:
+        target = spark.sql(f"SELECT * FROM {request.catalog.sql_name} VERSION AS OF {version}")
+    else:
+        target = spark.read.format("delta").option("versionAsOf", version).load(request.target)
+    joined = prepared.data.alias(SOURCE).join(target.alias(TARGET), F.expr(plan.on("spark")), "left")
+    row = joined.agg(*[F.count(F.when(F.expr(c), F.lit(1))).alias(name) for name, c in conditions.items()]).first()
+    return {name: int(row[name] or 0) for name in conditions}
+
+
 def _latest_and_mine(request: WriteRequest, token: str | None, before: int | None) -> tuple[int | None, int | None]:
     """The table's latest version and the one of this write (its ``write`` token), None when not found; in
     Spark-only mode from one read of the history."""
@@ -513,7 +531,8 @@ def _changed_rows(
     stale = F.lit(False)
     if plan.sequence is not None and plan.sequence in idx:
         t_seq = F.col(f"__t{idx[plan.sequence]}")
-        stale = t_seq.isNotNull() & (col(plan.sequence) <= t_seq)
+        older = col(plan.sequence) < t_seq if plan.restate else col(plan.sequence) <= t_seq  # restated: equal applies
+        stale = t_seq.isNotNull() & older
     noop = unchanged | stale
     if plan.deletes:
         # a delete is dropped only when it is not newer; its payload may well equal the stored row

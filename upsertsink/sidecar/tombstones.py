@@ -585,9 +585,14 @@ def _newest_per_key(
     return out
 
 
-def stale_mask(seq: pa.ChunkedArray, is_delete: pa.ChunkedArray, tomb_seq: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Rule 3 on Arrow: rows older than their key's tombstone, or as old and not themselves a delete."""
+def stale_mask(
+    seq: pa.ChunkedArray, is_delete: pa.ChunkedArray, tomb_seq: pa.ChunkedArray, restate: bool = False,
+) -> pa.ChunkedArray:
+    """Rule 3 on Arrow: rows older than their key's tombstone, or as old and not themselves a delete (a
+    restated batch's row as old as the tombstone replaces it: ``restate``)."""
     older = pc.less(seq, tomb_seq)
+    if restate:
+        return pc.fill_null(older, False)
     same_not_delete = pc.and_(pc.equal(seq, tomb_seq), pc.invert(is_delete))
     return pc.fill_null(pc.or_(older, same_not_delete), False)
 

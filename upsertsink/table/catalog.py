@@ -77,7 +77,7 @@ def detail(spark: Any, name: str) -> dict[str, Any] | None:
     try:
         exists = spark.catalog.tableExists(name)
     except Exception as err:  # noqa: BLE001 - Spark refused: say which table, not the raw engine error
-        from upsertsink.conflicts import first_line
+        from upsertsink.errors import first_line
 
         raise UpsertSinkError(f"looking up table {name} in Spark's catalog failed: {first_line(err)}") from None
     if not exists:
@@ -85,7 +85,7 @@ def detail(spark: Any, name: str) -> dict[str, Any] | None:
     try:
         row = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]
     except Exception as err:  # noqa: BLE001 - Spark refused: say which table, not the raw engine error
-        from upsertsink.conflicts import first_line
+        from upsertsink.errors import first_line
 
         raise NotADeltaTableError(f"table {name} cannot be written by the sink: {first_line(err)}") from None
     fmt = str(row["format"] or "").lower()
@@ -152,7 +152,7 @@ def create(
     try:
         save_new_table(spark, name, writer)
     except Exception as err:  # noqa: BLE001 - anything but a lost creation race is named
-        from upsertsink.conflicts import first_line
+        from upsertsink.errors import first_line
 
         raise InvalidInputError(f"table {name} could not be created: {first_line(err)}") from None
     found = location(spark, name)

@@ -28,7 +28,7 @@ import re
 import threading
 from typing import Any
 
-from upsertsink.sidecar.folder import ROOT_DIR, Folder, deltalake_uri, folder_about, scopes
+from upsertsink.sidecar.folder import ROOT_DIR, Folder, folder_about, scopes
 from upsertsink.sidecar.tombstones import TOMBSTONE_ROOT, TombstoneStore
 from upsertsink.table import lineage, records
 
@@ -81,7 +81,7 @@ def inheritance(snapshot: Any, info: dict[str, Any]) -> dict[str, Any] | str:
             return (f"it is a clone of {named or 'a table the log does not name'}, which the sink can only read "
                     "by path; " + _what_to_do(snapshot))
         try:
-            source = _open(path, version, snapshot.storage_options)
+            source = snapshot.other(path, version)
             data = _take_over(snapshot, source, path, version, info)
         except Exception as err:  # noqa: BLE001 - any failure to read the source: refuse, saying why
             text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -118,15 +118,6 @@ def _read(folder: Folder) -> dict[str, Any] | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
-
-
-def _open(path: str, version: int, storage_options: dict[str, str] | None) -> Any:
-    from deltalake import DeltaTable
-
-    from upsertsink.table.files import Snapshot
-
-    table = DeltaTable(deltalake_uri(path), version=version, storage_options=storage_options)
-    return Snapshot(path, table, storage_options)
 
 
 def _apps(source: Any) -> set[str]:

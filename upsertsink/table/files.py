@@ -344,18 +344,25 @@ class Snapshot:
 
         return clones.inherited_record(self, info, app_id)
 
+    def other(self, path: str, version: int) -> Snapshot:
+        """Another table (a clone's source) at ``version``, read with this snapshot's storage options."""
+        from deltalake import DeltaTable
+
+        table = DeltaTable(deltalake_uri(path), version=version, storage_options=self.storage_options)
+        return Snapshot(path, table, self.storage_options)
+
     def clone_source(self) -> Snapshot | None:
         """The source of a clone as it was at the cloned version (None: not a clone, or not readable)."""
         origin = self.commit_info(0)
         if origin is None or origin.get("operation") != "CLONE":
             return None
-        from upsertsink.table.clones import _open, source_of
+        from upsertsink.table.clones import source_of
 
         path, version, _ = source_of(origin)
         if path is None or version is None:
             return None
         try:
-            return _open(path, version, self.storage_options)
+            return self.other(path, version)
         except Exception:  # noqa: BLE001 - a source gone: its commits cannot be read
             return None
 

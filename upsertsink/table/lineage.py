@@ -208,7 +208,7 @@ class _Walk:
         self.table_id = snapshot.table_id
 
     def state(self, top: int) -> Record:
-        pending: list[int] = []  # ids of commits passed whose writers may not have seen everything below
+        pending: list[tuple[int, bool]] = []  # (id, restated) of commits passed whose writers may not have seen everything below
         v = top
         while True:
             key = (self.uri, self.table_id, self.app_id, v)
@@ -245,11 +245,11 @@ class _Walk:
                 if claim is not None and (read is None or read == v - 1):
                     base = claim
                     break
-                pending.append(int(meta["batch_id"]))
+                pending.append((int(meta["batch_id"]), bool(meta.get("restated"))))
             v -= 1
         record = base
-        for batch_id in reversed(pending):
-            record = record.add(batch_id)
+        for batch_id, restated in reversed(pending):
+            record = record.add(batch_id, restated)
         _remember((self.uri, self.table_id, self.app_id, top), record)
         return record
 

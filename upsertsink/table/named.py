@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,8 +35,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from upsertsink.conflicts import first_line, spark_conflict, spark_error_class
-from upsertsink.errors import UpsertSinkError
+from upsertsink.conflicts import spark_conflict, spark_error_class
+from upsertsink.errors import UpsertSinkError, first_line
+from upsertsink.sidecar.folder import now_us
 from upsertsink.sidecar.tombstones import (
     APP,
     BATCH,
@@ -49,18 +49,19 @@ from upsertsink.sidecar.tombstones import (
     TombstoneStore,
     key_column,
 )
-from upsertsink.table.commit_log import decode_metadata
+from upsertsink.table.commit_log import RECENT_COMMITS, decode_metadata
 
 log = logging.getLogger(__name__)
 
-RECENT_COMMITS = 20
 TOMBSTONE_SUFFIX = "__upsertsink_tombstones"
 SCOPE = "scope"
 # The companion table is cleaned (expired tombstones deleted, files compacted) by the writer whose record
 # brings its version to a multiple of this.
 COMPACT_EVERY_VERSIONS = 100
-# A batch of at most this many rows has its keys broadcast when they are matched with the tombstone table.
-BROADCAST_MAX_ROWS = 1_000_000
+# A batch of at most this many rows has its keys broadcast when they are matched with the tombstone table
+# (another join than the no-op filter's, whose limit is spark_merge.BROADCAST_MAX_ROWS: keys only, and a
+# table of tombstones rather than the target).
+TOMBSTONE_KEYS_BROADCAST_MAX_ROWS = 1_000_000
 
 
 class CatalogTableError(UpsertSinkError):
@@ -612,7 +613,7 @@ class NamedTombstoneStore(TombstoneStore):
         for i in range(len(self.keys)):
             part = F.col(key_column(i)) == F.col(f"__b{i}")
             cond = part if cond is None else cond & part
-        if rows is not None and rows <= BROADCAST_MAX_ROWS:
+        if rows is not None and rows <= TOMBSTONE_KEYS_BROADCAST_MAX_ROWS:
             batch_keys = F.broadcast(batch_keys)
         tombs = self._collect(self._frame().join(batch_keys, on=cond, how="left_semi"))
         if sample is not None and tombs.num_rows:
@@ -638,7 +639,7 @@ class NamedTombstoneStore(TombstoneStore):
         from upsertsink.sparkapi import F
 
         self._ensure()
-        now = _now_us()
+        now = now_us()
         n = rows.num_rows
         canonical: list[Any] = [None] * len(self.keys)
         for i in range(len(self.keys)):
@@ -669,16 +670,12 @@ class NamedTombstoneStore(TombstoneStore):
         with named_errors(self.table_name, "compacting"):
             rows = self.spark.sql(
                 f"DELETE FROM {self.table_name} WHERE {SCOPE} = '{self.scope}' AND {EXPIRES_AT} IS NOT NULL "
-                f"AND {EXPIRES_AT} <= {_now_us()}"
+                f"AND {EXPIRES_AT} <= {now_us()}"
             ).collect()
             self.spark.sql(f"OPTIMIZE {self.table_name}").collect()
         expired = int(rows[0][0]) if rows and rows[0][0] is not None else 0
         log.info("compacted the tombstone table %s (scope %s): %d expired removed", self.table_name, self.scope, expired)
         return {"expired": expired}
-
-
-def _now_us() -> int:
-    return int(time.time() * 1_000_000)
 
 
 def forget() -> None:
@@ -720,6 +717,7 @@ def named_status(spark: Any, name: str, limit: int = 10, version: int | None = N
                 "app_id": meta.get("app_id") if meta else None, "batch_id": meta.get("batch_id") if meta else None,
                 "marker_only": marker_only(meta, commit, metrics), "late": late_batch(meta),
                 "reapplied": bool(meta and meta.get("reapplied")),
+                "restated": bool(meta and meta.get("restated")),
                 "inserted": metric(metrics, "numTargetRowsInserted", "numOutputRows"),
                 "updated": metric(metrics, "numTargetRowsUpdated"),
                 "deleted": metric(metrics, "numTargetRowsDeleted"),

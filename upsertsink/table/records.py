@@ -95,6 +95,7 @@ class Record:
     floor: int = 0
     undone: tuple[tuple[int, int, int], ...] = ()
     unknown: str | None = None
+    restated: Ranges = ()  # committed ids whose content a later commit restated (``write(..., restate=True)``)
 
     def __contains__(self, batch_id: int) -> bool:
         return _holds(self.ranges, batch_id)
@@ -121,10 +122,14 @@ class Record:
             top = self.floor - 1
         return top
 
-    def add(self, batch_id: int) -> Record:
+    def add(self, batch_id: int, restated: bool = False) -> Record:
         one = ((batch_id, batch_id),)
         undone = tuple((lo, hi, at) for lo, hi, at in _split_undone(self.undone, one))
-        return Record(_merged((*self.ranges, *one)), self.floor, undone, self.unknown)._bounded()
+        again = _merged((*self.restated, *one)) if restated else self.restated
+        return Record(_merged((*self.ranges, *one)), self.floor, undone, self.unknown, again)._bounded()
+
+    def was_restated(self, batch_id: int) -> bool:
+        return _holds(self.restated, batch_id)
 
     def restored(self, before: Record, at: int, to: int) -> Record:
         """This record (the state a RESTORE at version ``at`` went back to, version ``to``) after that RESTORE,
@@ -137,7 +142,7 @@ class Record:
         unknown = self.unknown
         if unknown is not None:
             unknown = f"a RESTORE at version {at} went back to version {to}, and {unknown}"
-        return Record(self.ranges, self.floor, _tidy_undone(undone), unknown)._bounded()
+        return Record(self.ranges, self.floor, _tidy_undone(undone), unknown, self.restated)._bounded()
 
     def _bounded(self) -> Record:
         """At most MAX_RANGES committed ranges (the oldest become unknown) and as many undone ones."""
@@ -147,9 +152,10 @@ class Record:
             ranges = ranges[len(ranges) - MAX_RANGES:]
             floor = max(floor, dropped[-1][1] + 1)
         undone = self.undone[-MAX_RANGES:]
-        if (ranges, floor, undone) == (self.ranges, self.floor, self.undone):
+        restated = self.restated[-MAX_RANGES:]
+        if (ranges, floor, undone, restated) == (self.ranges, self.floor, self.undone, self.restated):
             return self
-        return Record(ranges, floor, undone, self.unknown)
+        return Record(ranges, floor, undone, self.unknown, restated)
 
     def encode(self) -> dict[str, Any]:
         out: dict[str, Any] = {"batches": [list(r) for r in self.ranges]}
@@ -157,6 +163,8 @@ class Record:
             out["batches_floor"] = self.floor
         if self.undone:
             out["undone"] = [list(u) for u in self.undone]
+        if self.restated:
+            out["batches_restated"] = [list(r) for r in self.restated]
         return out
 
     @staticmethod
@@ -168,9 +176,10 @@ class Record:
             ranges = _merged((int(lo), int(hi)) for lo, hi in meta["batches"])
             floor = int(meta.get("batches_floor") or 0)
             undone = _tidy_undone((int(lo), int(hi), int(at)) for lo, hi, at in meta.get("undone") or ())
+            restated = _merged((int(lo), int(hi)) for lo, hi in meta.get("batches_restated") or ())
         except (TypeError, ValueError):
             return None
-        return Record(ranges, floor, undone)._bounded()
+        return Record(ranges, floor, undone, None, restated)._bounded()
 
     def describe(self) -> str:
         return f"[{describe_ranges(self.ranges)}]" if self.ranges else "none"

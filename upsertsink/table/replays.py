@@ -30,9 +30,13 @@ class Committed:
     tombstones_version: int | None = None  # the tombstone table's version the batch's writer had seen
 
 
-def _ours(commit: dict[str, Any] | None, app_id: str, batch_id: int) -> dict[str, Any] | None:
+def _ours(commit: dict[str, Any] | None, app_id: str, batch_id: int, restated: bool = True) -> dict[str, Any] | None:
+    """The sink's metadata of ``commit`` when it recorded (app_id, batch_id); a restatement only when the
+    record says the batch was restated (one a RESTORE undid is still in the log, and does not count)."""
     meta = decode_metadata(commit) if commit else None
-    return meta if meta and meta.get("app_id") == app_id and meta.get("batch_id") == batch_id else None
+    if not meta or meta.get("app_id") != app_id or meta.get("batch_id") != batch_id:
+        return None
+    return None if meta.get("restated") and not restated else meta
 
 
 def _committed(meta: dict[str, Any], version: int | None) -> Committed:
@@ -40,32 +44,35 @@ def _committed(meta: dict[str, Any], version: int | None) -> Committed:
     return Committed("found" if found else "no-fingerprint", found, version, meta.get("tombstones_version"))
 
 
-def committed_fingerprint(snapshot: Any, app_id: str, batch_id: int) -> Committed:
+def committed_fingerprint(snapshot: Any, app_id: str, batch_id: int, restated: bool = False) -> Committed:
     """Find the newest commit that recorded ``batch_id`` for ``app_id`` and its fingerprint (metadata only):
     the recent commits first, then the commit that moved the marker to it (a binary search), then, for a
-    batch applied late (which does not move the marker), every commit the log holds."""
+    batch applied late (which does not move the marker), every commit the log holds. ``restated``: the
+    batch's record says it was restated; the newest restatement holds its content (the binary search, which
+    finds the first commit, is passed over)."""
     for commit in snapshot.recent_commits():
-        meta = _ours(commit, app_id, batch_id)
+        meta = _ours(commit, app_id, batch_id, restated)
         if meta:
             return _committed(meta, commit.get("version"))
-    try:
-        version = snapshot.first_version_reaching(app_id, batch_id)
-    except Exception as err:  # noqa: BLE001 - a version the log can no longer rebuild
-        log.debug("searching the log of %s for batch %s: %s", snapshot.path, batch_id, err)
-        version = None
+    version = None
+    if not restated:
+        try:
+            version = snapshot.first_version_reaching(app_id, batch_id)
+        except Exception as err:  # noqa: BLE001 - a version the log can no longer rebuild
+            log.debug("searching the log of %s for batch %s: %s", snapshot.path, batch_id, err)
     if version is not None:
-        meta = _ours(snapshot.commit_info(version), app_id, batch_id)
+        meta = _ours(snapshot.commit_info(version), app_id, batch_id, restated)
         if meta:
             return _committed(meta, version)
     for commit in snapshot.all_commits():
-        meta = _ours(commit, app_id, batch_id)
+        meta = _ours(commit, app_id, batch_id, restated)
         if meta:
             return _committed(meta, commit.get("version"))
     if version is not None and snapshot.txn_at(app_id, version) == batch_id:
         return Committed("no-fingerprint", version=version)  # its marker, written by another Delta writer
     source = snapshot.clone_source() if hasattr(snapshot, "clone_source") else None
     if source is not None:  # a batch the clone took over: its commit is in the source's log
-        found = committed_fingerprint(source, app_id, batch_id)
+        found = committed_fingerprint(source, app_id, batch_id, restated)
         if found.state != "gone":
             return Committed(found.state, found.fingerprint, None, None)
     return Committed("gone")

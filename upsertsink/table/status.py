@@ -47,6 +47,7 @@ def status(
                     # a commit that records a batch's marker and changes no row (the batch changed nothing)
                     "marker_only": marker_only(meta, commit, metrics),
                     "late": late_batch(meta),
+                    "restated": bool(meta and meta.get("restated")),
                     "reapplied": bool(meta and meta.get("reapplied")),
                     "inserted": metric(
                         metrics, "num_target_rows_inserted", "numTargetRowsInserted", "num_added_rows", "numOutputRows"
