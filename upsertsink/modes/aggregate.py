@@ -28,7 +28,6 @@ from upsertsink.modes.base import (
     duplicate,
     hidden,
     integer_bounds,
-    newer,
     pick,
     s,
     t,
@@ -159,8 +158,7 @@ class Aggregate(MergeMode):
         sc, tc = s(column, dialect), t(column, dialect)
         if column.startswith(HIDDEN_PREFIX):
             value = column[len(HIDDEN_PREFIX):]
-            fn = self.function(value)
-            return pick(newer(column, column, dialect, lower=fn == "first"), column, dialect)
+            return f"CASE WHEN {self._placed(value, dialect)} THEN {sc} ELSE {self._stored_order(value, dialect)} END"
         fn = self.function(column)
         if fn in ("sum", "count"):
             combined = f"{tc} + {sc}"
@@ -177,8 +175,24 @@ class Aggregate(MergeMode):
             op = "AND" if fn == "bool_and" else "OR"
             return f"CASE WHEN {sc} IS NULL THEN {tc} WHEN {tc} IS NULL THEN {sc} ELSE ({tc} {op} {sc}) END"
         if self._ordered(column):
-            return pick(newer(hidden(column), hidden(column), dialect, lower=fn == "first"), column, dialect)
+            return pick(self._placed(column, dialect), column, dialect)
         return f"coalesce({tc}, {sc})" if fn == "first" else f"coalesce({sc}, {tc})"
+
+
+    def _stored_order(self, column: str, dialect: Dialect) -> str:
+        """The sequence of the stored value of ``column``: its own, else (a row written without the sink's
+        order column: a DDL's table, an older write) its row's."""
+        assert self.sequence is not None
+        return (f"coalesce({t(hidden(column), dialect)}, CASE WHEN {t(column, dialect)} IS NOT NULL THEN "
+                f"{t(self.sequence, dialect)} END)")
+
+    def _placed(self, column: str, dialect: Dialect) -> str:
+        """The batch's value of a first/last ``column`` replaces the stored one: it has one, and the stored one
+        is null or further from the end its function keeps (a later value for last, an earlier for first)."""
+        op = "<" if self.function(column) == "first" else ">"
+        mine = s(hidden(column), dialect)
+        return (f"({mine} IS NOT NULL AND ({t(column, dialect)} IS NULL OR "
+                f"{mine} {op} {self._stored_order(column, dialect)}))")
 
 
 def _fail(column: str, dialect: Dialect, source: pa.Schema, key: str) -> str:
