@@ -383,6 +383,8 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
     lines = [f"{label}  version {info['version']}{at}"]
     if info.get("scd_type") == 2:
         lines.append("  history table (SCD type 2): one row per version of a key, keyed by the key and __START_AT")
+    if info.get("merge_engine") not in (None, "upsert"):
+        lines.append(f"  merge engine: {info['merge_engine']}")
     if info["batches"]:
         undone = info.get("undone") or {}
         for app, last in info["batches"].items():
