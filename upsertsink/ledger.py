@@ -9,7 +9,8 @@ of truth (DESIGN.md: "The sink's record of committed batch ids is its source of 
 Every commit the sink makes for an app carries, in its commit metadata, a compact :class:`Record` of that
 app: the batch ids committed so far, its own included (``"batches": [[0, 41], [43, 43]]``), a ``floor``
 below which an id outside the ranges is *unknown* rather than *never committed* (a table whose early
-history the log no longer holds), and the ids a ``RESTORE`` undid (``"undone": [[lo, hi, version]]``). It
+history the log no longer holds), the ids a ``RESTORE`` undid (``"undone": [[lo, hi, version]]``) and, of
+the committed ids, those applied late (``"batches_late"``, issue #48's ledger; absent when none). It
 also carries the version the writer read (``read_version``) and the table's identity (``table_id``,
 Delta's ``metaData.id``).
 
@@ -111,12 +112,15 @@ def describe_ranges(ranges: Ranges, last: int | None = 5) -> str:
 @dataclass(frozen=True)
 class Record:
     """Batch ids of one app: committed (``ranges``), undone by a RESTORE and not committed since (``undone``:
-    (lo, hi, the RESTORE's version)); below ``floor`` an id in neither is unknown (``unknown`` says why)."""
+    (lo, hi, the RESTORE's version)); below ``floor`` an id in neither is unknown (``unknown`` says why).
+    ``late``: the committed ids that were applied late (below the app's marker), as far as records say (commits
+    made before the sink recorded them carry none)."""
 
     ranges: Ranges = ()
     floor: int = 0
     undone: tuple[tuple[int, int, int], ...] = ()
     unknown: str | None = None
+    late: Ranges = ()
 
     def __contains__(self, batch_id: int) -> bool:
         return _holds(self.ranges, batch_id)
@@ -143,10 +147,11 @@ class Record:
             top = self.floor - 1
         return top
 
-    def add(self, batch_id: int) -> Record:
+    def add(self, batch_id: int, late: bool = False) -> Record:
         one = ((batch_id, batch_id),)
         undone = tuple((lo, hi, at) for lo, hi, at in _split_undone(self.undone, one))
-        return Record(_merged((*self.ranges, *one)), self.floor, undone, self.unknown)._bounded()
+        lates = _merged((*self.late, *one)) if late else _minus(self.late, one)
+        return Record(_merged((*self.ranges, *one)), self.floor, undone, self.unknown, lates)._bounded()
 
     def restored(self, before: Record, at: int, to: int) -> Record:
         """This record (the state a RESTORE at version ``at`` went back to, version ``to``) after that RESTORE,
@@ -159,19 +164,22 @@ class Record:
         unknown = self.unknown
         if unknown is not None:
             unknown = f"a RESTORE at version {at} went back to version {to}, and {unknown}"
-        return Record(self.ranges, self.floor, _tidy_undone(undone), unknown)._bounded()
+        return Record(self.ranges, self.floor, _tidy_undone(undone), unknown, self.late)._bounded()
 
     def _bounded(self) -> Record:
-        """At most MAX_RANGES committed ranges (the oldest become unknown) and as many undone ones."""
+        """At most MAX_RANGES committed ranges (the oldest become unknown) and as many undone and late ones."""
         ranges, floor = self.ranges, self.floor
         if len(ranges) > MAX_RANGES:
             dropped = ranges[: len(ranges) - MAX_RANGES]
             ranges = ranges[len(ranges) - MAX_RANGES:]
             floor = max(floor, dropped[-1][1] + 1)
         undone = self.undone[-MAX_RANGES:]
-        if (ranges, floor, undone) == (self.ranges, self.floor, self.undone):
+        late = self.late[-MAX_RANGES:]
+        if floor and late and late[0][0] < floor:
+            late = _minus(late, ((0, floor - 1),))  # below the floor nothing is known, late or not
+        if (ranges, floor, undone, late) == (self.ranges, self.floor, self.undone, self.late):
             return self
-        return Record(ranges, floor, undone, self.unknown)
+        return Record(ranges, floor, undone, self.unknown, late)
 
     def encode(self) -> dict[str, Any]:
         out: dict[str, Any] = {"batches": [list(r) for r in self.ranges]}
@@ -179,6 +187,8 @@ class Record:
             out["batches_floor"] = self.floor
         if self.undone:
             out["undone"] = [list(u) for u in self.undone]
+        if self.late:
+            out["batches_late"] = [list(r) for r in self.late]
         return out
 
     @staticmethod
@@ -190,9 +200,10 @@ class Record:
             ranges = _merged((int(lo), int(hi)) for lo, hi in meta["batches"])
             floor = int(meta.get("batches_floor") or 0)
             undone = _tidy_undone((int(lo), int(hi), int(at)) for lo, hi, at in meta.get("undone") or ())
+            late = _merged((int(lo), int(hi)) for lo, hi in meta.get("batches_late") or ())
         except (TypeError, ValueError):
             return None
-        return Record(ranges, floor, undone)._bounded()
+        return Record(ranges, floor, undone, None, late)._bounded()
 
     def describe(self) -> str:
         return f"[{describe_ranges(self.ranges)}]" if self.ranges else "none"
@@ -400,7 +411,8 @@ class _Walk:
         self.table_id = snapshot.table_id
 
     def state(self, top: int) -> Record:
-        pending: list[int] = []  # ids of commits passed whose writers may not have seen everything below
+        # (id, late) of commits passed whose writers may not have seen everything below
+        pending: list[tuple[int, bool]] = []
         v = top
         while True:
             key = (self.uri, self.table_id, self.app_id, v)
@@ -437,11 +449,11 @@ class _Walk:
                 if claim is not None and (read is None or read == v - 1):
                     base = claim
                     break
-                pending.append(int(meta["batch_id"]))
+                pending.append((int(meta["batch_id"]), _late(meta)))
             v -= 1
         record = base
-        for batch_id in reversed(pending):
-            record = record.add(batch_id)
+        for batch_id, late in reversed(pending):
+            record = record.add(batch_id, late)
         _remember((self.uri, self.table_id, self.app_id, top), record)
         return record
 
@@ -468,6 +480,12 @@ class _Walk:
 
         raise TableNotWritableError(f"table {self.snapshot.path} cannot take this sink's writes: {inherited}. "
                                     "Nothing was written.")
+
+
+def _late(meta: dict[str, Any]) -> bool:
+    from upsertsink.markers import late_batch
+
+    return late_batch(meta)
 
 
 def _metadata(info: dict[str, Any]) -> dict[str, Any] | None:

@@ -373,7 +373,7 @@ def _commit(
     write's keys include __START_AT)."""
     marker, extra, record = None, {}, None
     if request.batch_id is not None:
-        record = state.record.add(request.batch_id)
+        record = state.record.add(request.batch_id, late)  # late ids are part of the record (issue #48)
         extra = {**record.encode(), "read_version": -1 if snapshot.version is None else snapshot.version,
                  "table_id": snapshot.table_id}
         if late or not state.normal_chain(request.batch_id):
