@@ -8,6 +8,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from upsertsink.batch_ledger import BatchLedger, batches
     from upsertsink.diffing import DiffResult, diff
     from upsertsink.errors import (
         BatchIdBehindMarkerError,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BatchIdBehindMarkerError",
+    "BatchLedger",
     "ConcurrentWriteError",
     "ConstraintViolationError",
     "DiffResult",
@@ -43,6 +45,7 @@ __all__ = [
     "WriteFailedError",
     "WriteResult",
     "__version__",
+    "batches",
     "diff",
     "spark_session",
 ]
@@ -65,6 +68,8 @@ _LAZY = {
     "diff": "upsertsink.diffing",
     "DiffResult": "upsertsink.diffing",
     "spark_session": "upsertsink.session",
+    "batches": "upsertsink.batch_ledger",
+    "BatchLedger": "upsertsink.batch_ledger",
 }
 _VERSION: list[str] = []
 
@@ -95,7 +100,9 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        if _LAZY[name] == "upsertsink.sink":  # the diff checks on its first call (its engine may be Spark's)
+        # the sink and the batch ledger read tables with deltalake; the diff checks on its first call (its engine
+        # may be Spark's)
+        if _LAZY[name] in ("upsertsink.sink", "upsertsink.batch_ledger"):
             from upsertsink.errors import require_embedded
 
             require_embedded(f"upsertsink.{name}")
