@@ -1,5 +1,5 @@
 """`upsertsink batches` (issue #48): the ledger of a table as text, rich tables on a terminal and JSON; the
-orchestrator's check (--expect, --expect-dates) with its exit codes."""
+orchestrator's check (--expect, --expect-dates) with its exit codes; `status`'s summary line per app."""
 
 from __future__ import annotations
 
@@ -214,6 +214,17 @@ def test_rich_output_through_click(table, monkeypatch):
     assert "undone" in out.output and "6 (by the RESTORE at version 6)" in out.output
 
 
+def test_status_shows_a_ledger_line_per_app(table):
+    text = run("status", table)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    at = lines.index("  app feed: last batch id 5 (undone by a RESTORE: 6)")
+    assert lines[at + 1] == "    committed 0..5, 1 missing, 1 undone, 1 late"
+    info = json.loads(run("status", table, "--json").stdout)
+    assert info["ledger"] == {"feed": {"committed": [[0, 3], [5, 5]], "missing": 1, "undone": 1, "late": 1,
+                                       "unknown_below": None}}
+
+
 # -- tables by name (the run's Spark session, through click's runner) -------------------------------------------
 
 
@@ -254,3 +265,23 @@ def test_a_named_table_by_its_files_and_by_its_name_only(session, schema):
     assert at["version"] == kept - 1 and at["apps"]["feed"]["committed"] == [[0, 2], [5, 5]]
     unknown = cli("batches", "--table", f"{schema}.nothing")
     assert unknown.exit_code == 2 and f"table {schema}.nothing does not exist in Spark's catalog" in unknown.stderr
+
+
+def test_named_status_at_a_version_after_a_restore_reads_the_record(spark, schema):
+    """`status --table NAME@N` in Spark-only mode gave the app's newest commit in the history up to N as its
+    last batch id, although a RESTORE at or below N had undone it; now the record along the lineage, as for a
+    path."""
+    name = f"{schema}.st"
+    sink = UpsertSink.for_table(name, ["id"], sequence_by="seq", app_id="feed", file_access=False)
+    kept = sink.write(spark.createDataFrame(frame(0)), batch_id=0).version
+    sink.write(spark.createDataFrame(frame(1)), batch_id=1)
+    spark.sql(f"RESTORE TABLE {name} TO VERSION AS OF {kept}")
+    restored = kept + 2
+    sink.write(spark.createDataFrame(frame(7)), batch_id=7)  # after the RESTORE
+    at = json.loads(cli("status", "--table", f"{name}@{restored}", "--spark-only", "--json").stdout)
+    assert at["version"] == restored and at["batches"] == {"feed": 0}
+    assert at["undone"] == {"feed": [[1, 1]]}
+    assert at["ledger"]["feed"] == {"committed": [[0, 0]], "missing": 0, "undone": 1, "late": 0,
+                                    "unknown_below": None}
+    now = json.loads(cli("status", "--table", name, "--spark-only", "--json").stdout)
+    assert now["batches"] == {"feed": 7} and now["ledger"]["feed"]["committed"] == [[0, 0], [7, 7]]
