@@ -28,7 +28,7 @@ import feed as F
 from clusterlib import lc
 
 from upsertsink import UpsertSink
-from upsertsink.markers import decode_metadata
+from upsertsink.table.commit_log import decode_metadata
 
 
 def spark_job(state, target: str, out: Path, master: str | None, app_id: str = "bench") -> dict:

@@ -4,7 +4,7 @@ The table: a stream of ``--commits`` sink commits (default 100,000) of one app. 
 of the sink (embedded engine: the table's creation, then a MERGE); every later commit is that MERGE's commit
 written again as the sink writes it, one log file per version: its ``commitInfo`` (the MERGE's parameters and
 metrics, a timestamp, ``readVersion``) with the sink's ``userMetadata`` built by the sink's own code (the app's
-record of committed ids, ``Record.add``, and ``markers.encode_metadata``), an ``add`` of a new data file and
+record of committed ids, ``records.Record.add``, and ``commit_log.encode_metadata``), an ``add`` of a new data file and
 a ``remove`` of the previous one, and the ``txn`` marker (``upsertsink-late:<app>`` for a late batch). One id
 in ``--gap-every`` is skipped (a gap; ~100 ranges in the record at the default sizes, the record's size a
 real stream with that many gaps carries), and one commit in ``--late-every`` applies the oldest gap late. A
@@ -58,8 +58,9 @@ def build(path: Path, commits: int, gap_every: int, late_every: int, interval: i
     """The table: two real sink writes, then the rest of the stream's commits written as the sink writes them."""
     from deltalake import DeltaTable
 
-    from upsertsink import UpsertSink, ledger, markers
+    from upsertsink import UpsertSink
     from upsertsink.fingerprint import Fingerprint
+    from upsertsink.table import commit_log, records
 
     schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("seq", pa.int64())])
     sink = UpsertSink(str(path), ["id"], sequence_by="seq", app_id=APP, late_batches="apply")
@@ -70,7 +71,7 @@ def build(path: Path, commits: int, gap_every: int, late_every: int, interval: i
     info = next(x["commitInfo"] for x in lines if "commitInfo" in x)
     add = next(x["add"] for x in lines if "add" in x)
     table_id = DeltaTable(str(path)).metadata().id
-    record = ledger.Record(((0, 1),))
+    record = records.Record(((0, 1),))
     previous, next_id, late_counter = add["path"], 2, -1
     gaps: list[int] = []
     late_ids: list[int] = []
@@ -90,7 +91,7 @@ def build(path: Path, commits: int, gap_every: int, late_every: int, interval: i
         extra = {**record.encode(), "read_version": v - 1, "table_id": table_id, "files_scanned": 1}
         if late:
             extra.update({"late": late_counter, "late_batch": True})
-        meta = markers.encode_metadata(APP, batch_id, Fingerprint("upsertsink-row-hash64-v3", 20, uuid.uuid4().hex),
+        meta = commit_log.encode_metadata(APP, batch_id, Fingerprint("upsertsink-row-hash64-v3", 20, uuid.uuid4().hex),
                                        "embedded", tombstones_version=None, write=uuid.uuid4().hex[:16], **extra)
         stamp = start + v * 1000
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
@@ -99,7 +100,7 @@ def build(path: Path, commits: int, gap_every: int, late_every: int, interval: i
             {"remove": {"path": previous, "dataChange": True, "deletionTimestamp": stamp, "extendedFileMetadata": True,
                         "partitionValues": {}, "size": add["size"]}},
             {"add": {**add, "path": name, "modificationTime": stamp}},
-            {"txn": {"appId": ledger.late_app(APP) if late else APP, "version": late_counter if late else batch_id}},
+            {"txn": {"appId": records.late_app(APP) if late else APP, "version": late_counter if late else batch_id}},
         ]
         (log_dir / f"{v:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
         previous = name
@@ -111,10 +112,11 @@ def build(path: Path, commits: int, gap_every: int, late_every: int, interval: i
 
 
 def fresh() -> None:
-    from upsertsink import ledger, markers, tombstones
+    from upsertsink.sidecar import tombstones
+    from upsertsink.table import files, lineage
 
-    markers.forget_handles()
-    ledger.forget()
+    files.forget_handles()
+    lineage.forget()
     tombstones.forget_indexes()
 
 

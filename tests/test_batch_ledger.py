@@ -11,16 +11,10 @@ import pytest
 from deltalake import DeltaTable
 
 import upsertsink
-from upsertsink import (
-    InvalidInputError,
-    NotADeltaTableError,
-    UpsertSink,
-    batch_ledger,
-    ledger,
-    markers,
-    tombstones,
-)
-from upsertsink.batch_ledger import parse_dates, parse_ids
+from upsertsink import InvalidInputError, NotADeltaTableError, UpsertSink
+from upsertsink.sidecar import tombstones
+from upsertsink.table import batch_ledger, commit_log, files, lineage, records
+from upsertsink.table.batch_ledger import parse_dates, parse_ids
 
 SCHEMA = {"id": pa.int64(), "name": pa.string(), "seq": pa.int64()}
 
@@ -31,8 +25,8 @@ def rows(*triples):
 
 def as_process_would() -> None:
     """Forget what this process keeps between writes (handles, markers, records, tombstones)."""
-    markers.forget_handles()
-    ledger.forget()
+    files.forget_handles()
+    lineage.forget()
     tombstones.forget_indexes()
 
 
@@ -99,7 +93,7 @@ def expected_feed(fingerprints: dict[int, str], first: int = 0) -> dict:
 def fingerprints_of(path) -> dict[int, str]:
     out = {}
     for commit in DeltaTable(str(path)).history():
-        meta = markers.decode_metadata(commit)
+        meta = commit_log.decode_metadata(commit)
         if meta:
             out.setdefault(meta["batch_id"], meta["fingerprint"])
     return out
@@ -195,25 +189,27 @@ def test_the_summary_reads_the_recent_commits_only(engine, tmp_path, monkeypatch
         sink.write(engine.frame(rows((b, "x", b)), SCHEMA), batch_id=b)
     as_process_would()
     listed: list[int | None] = []
-    files: list[int] = []
-    history, read = markers.history, markers.read_commit_info
+    log_files: list[int] = []  # commit files read one by one (commit_info, or history's own reading)
+    history, read = commit_log.history, commit_log._log_entry
 
     def counting_history(table, limit, *a, **k):
         listed.append(limit)
         return history(table, limit, *a, **k)
 
     def counting_read(uri, version, *a, **k):
-        files.append(version)
+        log_files.append(version)
         return read(uri, version, *a, **k)
 
-    monkeypatch.setattr(markers, "history", counting_history)
-    monkeypatch.setattr(markers, "read_commit_info", counting_read)
+    # the snapshot holds its own reference to history (files.py); the ledger's windows read commit_log's
+    monkeypatch.setattr(files, "history", counting_history)
+    monkeypatch.setattr(commit_log, "history", counting_history)
+    monkeypatch.setattr(commit_log, "_log_entry", counting_read)
     summary = upsertsink.batches(str(path), detail=0)
     assert summary.committed == ((0, 59),) and summary.late == ((1, 1),)
-    assert listed == [markers.RECENT_COMMITS] and len(files) <= 1, (listed, files)
+    assert listed == [commit_log.RECENT_COMMITS] and len(log_files) <= 1, (listed, log_files)
     newest = upsertsink.batches(str(path), detail=5)
     assert [r.batch_id for r in newest.records] == [55, 56, 57, 58, 59] and all(r.in_log for r in newest.records)
-    assert all(limit is not None and limit <= markers.RECENT_COMMITS for limit in listed)
+    assert all(limit is not None and limit <= commit_log.RECENT_COMMITS for limit in listed)
     everything = upsertsink.batches(str(path), detail="all")
     assert all(r.in_log for r in everything.records) and len(everything.records) == 60
     assert next(r for r in everything.records if r.batch_id == 1).late
@@ -259,13 +255,13 @@ def test_a_table_that_is_not_there_has_no_ledger_and_a_new_sink_an_empty_one(tmp
 def test_the_ledger_is_json_and_the_public_api():
     assert "batches" in upsertsink.__all__ and "BatchLedger" in upsertsink.__all__
     assert upsertsink.batches is batch_ledger.batches and upsertsink.BatchLedger is batch_ledger.BatchLedger
-    one = batch_ledger.AppLedger.from_record("a", ledger.Record(((0, 3), (6, 9)), 0, ((4, 5, 12),), None, ((2, 2),)))
+    one = batch_ledger.AppLedger.from_record("a", records.Record(((0, 3), (6, 9)), 0, ((4, 5, 12),), None, ((2, 2),)))
     assert json.loads(json.dumps(batch_ledger.BatchLedger("t", 12, {"a": one}).to_dict()))["apps"]["a"] == {
         "app_id": "a", "committed": [[0, 3], [6, 9]], "count": 8, "marker": 9, "gaps": [[4, 5]],
         "undone": [{"from": 4, "to": 5, "restore_version": 12}], "late": [[2, 2]], "unknown_below": None,
         "unknown": None, "records": []}
     assert one.summary() == "committed 0..9, 2 missing, 2 undone, 1 late"
-    below = batch_ledger.AppLedger.from_record("a", ledger.Record(((300, 310),), 300, (), "log cleanup"))
+    below = batch_ledger.AppLedger.from_record("a", records.Record(((300, 310),), 300, (), "log cleanup"))
     assert below.summary() == "committed 300..310, 0 missing, 0 undone, unknown below 300"
     assert below.explain_missing(range(298, 312))["unknown"] == ((298, 299),)
     assert below.missing(range(298, 312)) == [298, 299, 311]
@@ -275,18 +271,18 @@ def test_the_ledger_is_json_and_the_public_api():
 
 
 def test_the_record_keeps_late_ids_through_restores_and_its_bounds():
-    r = ledger.Record()
+    r = records.Record()
     for b, late in ((5, False), (2, True), (3, True), (9, False)):
         r = r.add(b, late)
     assert r.ranges == ((2, 3), (5, 5), (9, 9)) and r.late == ((2, 3),)
     assert r.encode() == {"batches": [[2, 3], [5, 5], [9, 9]], "batches_late": [[2, 3]]}
-    assert ledger.Record.decode(r.encode()) == r
-    assert "batches_late" not in ledger.Record().add(1).encode()  # no late id: no bytes for it
-    before_restore = ledger.Record(((2, 2), (5, 5)), late=((2, 2),))
+    assert records.Record.decode(r.encode()) == r
+    assert "batches_late" not in records.Record().add(1).encode()  # no late id: no bytes for it
+    before_restore = records.Record(((2, 2), (5, 5)), late=((2, 2),))
     after = before_restore.restored(r, at=20, to=4)
     assert after.late == ((2, 2),) and after.undone == ((3, 3, 20), (9, 9, 20))
-    sparse = ledger.Record()
-    for b in range(0, 2 * (ledger.MAX_RANGES + 10), 2):
+    sparse = records.Record()
+    for b in range(0, 2 * (records.MAX_RANGES + 10), 2):
         sparse = sparse.add(b, late=b < 10)
     assert sparse.floor > 10 and sparse.late == ()  # below the floor nothing is known, late or not
 

@@ -28,8 +28,9 @@ def no_files(monkeypatch, tmp_path):
     import deltalake
     import pyarrow.parquet as pq
 
-    from upsertsink import markers, pruning, tombstones
+    from upsertsink import pruning
     from upsertsink.engines import spark_merge
+    from upsertsink.sidecar import folder
 
     guarded = str(tmp_path)
 
@@ -44,11 +45,14 @@ def no_files(monkeypatch, tmp_path):
 
     monkeypatch.setattr(deltalake, "DeltaTable", NoTable)
     monkeypatch.setattr(deltalake, "write_deltalake", refuse)
-    for name in ("open_snapshot", "read_commit_info", "find_write", "latest_version", "table_exists", "last_batch_id",
-                 "status"):
-        monkeypatch.setattr(markers, name, refuse)
+    from upsertsink.table import commit_log, files, status
+
+    for module, name in ((files, "open_snapshot"), (commit_log, "read_commit_info"), (commit_log, "find_write"),
+                         (files, "latest_version"), (files, "table_exists"), (files, "last_batch_id"),
+                         (status, "status")):
+        monkeypatch.setattr(module, name, refuse)
     for name in ("names", "list", "read", "write", "delete"):
-        monkeypatch.setattr(tombstones._Folder, name, refuse)
+        monkeypatch.setattr(folder.Folder, name, refuse)
     monkeypatch.setattr(pruning, "file_ranges", refuse)
     monkeypatch.setattr(spark_merge, "file_ranges", refuse)
     monkeypatch.setattr(pq, "read_table", refuse)
@@ -110,7 +114,7 @@ def test_a_history_sink_is_refused_in_spark_only_mode_naming_the_table(spark, sc
 
 
 def test_the_companion_table_name_keeps_catalog_and_schema_and_quotes():
-    from upsertsink.catalog_table import tombstone_table_name
+    from upsertsink.table.named import tombstone_table_name
 
     assert tombstone_table_name("main.sales.orders") == "`main`.`sales`.`orders__upsertsink_tombstones`"
     assert tombstone_table_name("s.`my t`") == "`s`.`my t__upsertsink_tombstones`"
@@ -120,7 +124,7 @@ def test_the_companion_table_name_keeps_catalog_and_schema_and_quotes():
 def test_a_delete_recorded_while_a_writer_reads_the_tombstones_is_not_resurrected(spark, schema, no_files, monkeypatch):
     """Writer A records and commits the delete of key 2 just after writer B has read the tombstones of its batch
     (an upsert of key 2, older than the delete, into a table without key 2): B's insert must not outlive it."""
-    from upsertsink.catalog_table import NamedTombstoneStore
+    from upsertsink.table.named import NamedTombstoneStore
 
     name = f"{schema}.race"
     a, b = _cdc(name, app_id="a", file_access=False), _cdc(name, app_id="b", file_access=False)
@@ -143,7 +147,7 @@ def test_a_delete_recorded_while_a_writer_reads_the_tombstones_is_not_resurrecte
 def test_a_lost_race_to_create_a_table_is_retried_until_the_catalog_shows_it(monkeypatch):
     """Writers creating one table at once: Delta refuses the losers (ProtocolChanged) before the catalog shows the
     winner's name; they look again instead of failing. Any other error is raised."""
-    from upsertsink import catalog
+    from upsertsink.table import catalog
 
     class Refused(Exception):
         def __init__(self, condition):

@@ -77,8 +77,10 @@ def test_write_text_output_and_status(files):
 def test_write_without_batch_id_says_so(files):
     r = run("write", str(files / "b0.parquet"), "--target", str(files / "t"), "--key", "id")
     assert r.returncode == 0, r.stderr
-    assert "None" not in r.stdout and r.stdout.startswith(str(files / "t") + " version ")
-    assert r.stdout.strip().endswith(": 2 inserted, 0 updated, 0 deleted (no batch id: a re-run writes again)")
+    first, result = r.stdout.splitlines()
+    assert first == f"created a new table at {files / 't'}"
+    assert "None" not in result and result.startswith(str(files / "t") + " version ")
+    assert result.endswith(": 2 inserted, 0 updated, 0 deleted (no batch id: a re-run writes again)")
 
 
 def test_source_can_be_a_delta_table_version(files):

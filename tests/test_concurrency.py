@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 from sink_helpers import read_rows
 
 from upsertsink import UpsertSink
-from upsertsink.markers import decode_metadata
+from upsertsink.table.commit_log import decode_metadata
 
 
 def commits_for(path: str, app_id: str, batch_id: int) -> int:

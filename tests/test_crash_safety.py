@@ -22,7 +22,7 @@ from upsertsink import (
     UpsertSinkError,
     faults,
 )
-from upsertsink.tombstones import TombstoneStore
+from upsertsink.sidecar.tombstones import TombstoneStore
 
 CDC = {"id": pa.int64(), "name": pa.string(), "seq": pa.int64(), "op": pa.string()}
 

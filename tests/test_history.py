@@ -302,7 +302,7 @@ def test_diff_compares_two_history_tables_version_by_version(tmp_path, diff_engi
 
 
 def test_maintain_compacts_the_event_log_and_the_history_stays(tmp_path):
-    from upsertsink.history import EventLog, forget
+    from upsertsink.sidecar.events import EventLog, forget
 
     path = tmp_path / "t"
     sink = history_sink(path)

@@ -17,9 +17,9 @@ from upsertsink import (
     ReplayDivergenceError,
     UpsertSink,
     faults,
-    ledger,
 )
 from upsertsink.errors import DivergentBatchBehindMarkerError
+from upsertsink.table import files, lineage, records
 
 SCHEMA = {"id": pa.int64(), "name": pa.string(), "seq": pa.int64()}
 CDC = {"id": pa.int64(), "name": pa.string(), "seq": pa.int64(), "op": pa.string()}
@@ -36,9 +36,9 @@ def cdc(*quads):
 @pytest.fixture(autouse=True)
 def _fresh_ledger_cache():
     """Each test reads records from its table's log, as a new process would."""
-    ledger._CACHE.clear()
+    lineage.forget()
     yield
-    ledger._CACHE.clear()
+    lineage.forget()
 
 
 # -- refused -----------------------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ def test_a_late_batch_that_changes_no_row_still_records_its_id(engine, tmp_path)
     late = sink.write(engine.frame(rows((1, "older", 2)), SCHEMA), batch_id=2)  # stale: no row changes
     assert late.late and (late.inserted, late.updated) == (0, 0)
     assert late.version == version(path) == 1
-    ledger._CACHE.clear()
+    lineage.forget()
     assert sink.write(engine.frame(rows((1, "older", 2)), SCHEMA), batch_id=2).replay_check == "matched"
 
 
@@ -145,7 +145,7 @@ def test_late_and_in_order_commits_of_one_app_racing_are_both_recorded(engine, t
     race = faults.hook("before-commit", lambda: other.write(engine.frame(rows((6, "f", 6)), SCHEMA), batch_id=6))
     with race:
         assert sink.write(engine.frame(rows((2, "b", 2)), SCHEMA), batch_id=2).late
-    ledger._CACHE.clear()
+    lineage.forget()
     for b, r in ((2, rows((2, "b", 2))), (5, rows((1, "a", 1))), (6, rows((6, "f", 6)))):
         again = UpsertSink(path, ["id"], sequence_by="seq", app_id="job").write(engine.frame(r, SCHEMA), b)
         assert again.skipped and again.replay_check == "matched", b
@@ -163,8 +163,8 @@ def test_two_late_batches_racing_are_both_applied_and_recorded(engine, tmp_path)
         result = sink.write(engine.frame(rows((2, "b", 2)), SCHEMA), batch_id=2)
     assert result.late and result.attempts >= 2  # lost the race on the late chain's marker, then retried
     assert [r["id"] for r in read_rows(path)] == [2, 3, 9]
-    ledger._CACHE.clear()
-    state = ledger.app_state(__import__("upsertsink.markers").markers.open_snapshot(path), "job")
+    lineage.forget()
+    state = lineage.app_state(files.open_snapshot(path), "job")
     assert state.record.ranges == ((2, 3), (9, 9)) and state.late_counter == 1
 
 
@@ -207,7 +207,7 @@ def test_never_committed_stays_exact_after_log_cleanup(engine, tmp_path):
         other.write(engine.frame(rows((1000 + b, "o", 1)), SCHEMA), batch_id=b)
     sink.write(engine.frame(rows((44, "x", 1)), SCHEMA), batch_id=44)
     _clean_log(path, version(path))
-    ledger._CACHE.clear()
+    lineage.forget()
     with pytest.raises(BatchIdBehindMarkerError, match="never committed"):
         sink.write(engine.frame(rows((7, "new", 1)), SCHEMA), batch_id=0)
     assert sink.write(engine.frame(rows((44, "x", 1)), SCHEMA), batch_id=44).replay_check == "matched"
@@ -220,7 +220,7 @@ def test_a_restarted_stream_after_log_cleanup_is_refused_and_a_backfill_applies(
     for epoch in range(6):
         sink.write(engine.frame(rows((epoch, "v1", epoch)), SCHEMA), batch_id=epoch)
     _clean_log(path, 5)
-    ledger._CACHE.clear()
+    lineage.forget()
     restarted = engine.frame(rows((0, "v2", 100)), SCHEMA)
     with pytest.raises(BatchIdBehindMarkerError, match="log no longer holds that commit"):
         sink.write(restarted, batch_id=0)
@@ -252,9 +252,9 @@ def test_a_table_written_before_records_existed_is_read_from_its_log(tmp_path):
     with pytest.raises(BatchIdBehindMarkerError, match="never committed .*0-1, 4"):
         sink.write(pa.Table.from_pylist(rows((9, "x", 1)), schema=pa.schema(SCHEMA)), batch_id=2)
     sink.write(pa.Table.from_pylist(rows((5, "x", 1)), schema=pa.schema(SCHEMA)), batch_id=5)
-    ledger._CACHE.clear()
-    state = ledger.app_state(__import__("upsertsink.markers").markers.open_snapshot(path), "app")
-    assert state.record == ledger.Record(((0, 1), (4, 5)), 0)  # the new commit carries the rebuilt record
+    lineage.forget()
+    state = lineage.app_state(files.open_snapshot(path), "app")
+    assert state.record == records.Record(((0, 1), (4, 5)), 0)  # the new commit carries the rebuilt record
 
 
 def test_a_legacy_table_whose_log_was_cleaned_refuses_unknown_ids_with_the_reason(tmp_path):
@@ -274,14 +274,14 @@ def test_a_legacy_table_whose_log_was_cleaned_refuses_unknown_ids_with_the_reaso
 
 
 def test_record_ranges_merge_and_stay_bounded():
-    r = ledger.Record()
+    r = records.Record()
     for b in (5, 6, 7, 1, 3, 2):
         r = r.add(b)
     assert r.ranges == ((1, 3), (5, 7)) and 4 not in r and 6 in r
-    assert r.verdict(4) == ledger.NEVER and r.verdict(6) == ledger.COMMITTED
-    assert ledger.Record.decode({"batches": [[1, 3], [5, 7]]}) == r
-    sparse = ledger.Record()
-    for b in range(0, 2 * (ledger.MAX_RANGES + 10), 2):
+    assert r.verdict(4) == records.NEVER and r.verdict(6) == records.COMMITTED
+    assert records.Record.decode({"batches": [[1, 3], [5, 7]]}) == r
+    sparse = records.Record()
+    for b in range(0, 2 * (records.MAX_RANGES + 10), 2):
         sparse = sparse.add(b)
-    assert len(sparse.ranges) == ledger.MAX_RANGES
-    assert sparse.verdict(1) == ledger.UNKNOWN and sparse.verdict(sparse.ranges[-1][0] - 1) == ledger.NEVER
+    assert len(sparse.ranges) == records.MAX_RANGES
+    assert sparse.verdict(1) == records.UNKNOWN and sparse.verdict(sparse.ranges[-1][0] - 1) == records.NEVER

@@ -15,8 +15,10 @@ import pytest
 from deltalake import DeltaTable
 from sink_helpers import read_rows
 
-from upsertsink import TableNotWritableError, UpsertSink, ledger, markers, tombstones
+from upsertsink import TableNotWritableError, UpsertSink
 from upsertsink.errors import BatchIdBehindMarkerError
+from upsertsink.sidecar import tombstones
+from upsertsink.table import files, lineage
 
 CDC = {"id": pa.int64(), "name": pa.string(), "seq": pa.int64(), "op": pa.string()}
 
@@ -27,8 +29,8 @@ def cdc(*quads):
 
 def as_process_would(path: str | None = None) -> None:
     """Forget what this process keeps between writes (handles, markers, records, tombstones)."""
-    markers.forget_handles()
-    ledger.forget()
+    files.forget_handles()
+    lineage.forget()
     tombstones.forget_indexes()
 
 

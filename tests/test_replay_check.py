@@ -76,6 +76,19 @@ def test_partition_dependent_key_is_caught(spark, inputs, in_jobs_dir):
     assert [r["input_partitions"] for r in data["runs"]] == [None, 3]
 
 
+def test_json_is_the_same_as_format_json(spark, inputs, in_jobs_dir):
+    """`--json`, as on every command that prints JSON (issue #45); `--format json` stays."""
+    args = ("replay_jobs:totals", "-k", "customer", "--input", f"orders={inputs / 'orders'}",
+            "--input", f"customers={inputs / 'customers_parquet'}")
+    by_flag, by_format = invoke(*args, "--json"), invoke(*args, "--format", "json")
+    assert by_flag.exit_code == by_format.exit_code == 0, by_flag.output
+    flag, fmt = json.loads(by_flag.stdout), json.loads(by_format.stdout)
+    assert flag["equal"] is True and flag.keys() == fmt.keys()
+    assert [r["shuffle_partitions"] for r in flag["runs"]] == [r["shuffle_partitions"] for r in fmt["runs"]]
+    both = CliRunner().invoke(main, ["replay-check", *args, "--json", "--format", "text"])
+    assert both.exit_code == 2 and "--json and --format text contradict each other" in both.stderr
+
+
 def test_order_dependent_value_is_caught_by_the_api(spark, inputs, in_jobs_dir):
     orders = read_input(spark, str(inputs / "orders"))
     result = replay_check(load_job("replay_jobs:first_order"), spark, "customer", args=[orders])

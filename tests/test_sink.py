@@ -424,7 +424,7 @@ def test_vacuum_keeps_the_tombstone_table(engine, tmp_path):
                 engine.spark.conf.unset(conf)
     else:
         DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
-    from upsertsink.tombstones import TombstoneStore, forget_indexes
+    from upsertsink.sidecar.tombstones import TombstoneStore, forget_indexes
 
     forget_indexes()  # read the files again, as a new process would
     tombstones = TombstoneStore(path, ("id",), "seq", None).read().to_pylist()

@@ -109,7 +109,7 @@ def test_a_table_feature_the_embedded_engine_cannot_write_is_named_once_not_retr
 
 
 def test_an_unsupported_feature_in_delta_rs_error_text_is_not_a_conflict():
-    from upsertsink.table_checks import unsupported_feature
+    from upsertsink.table.checks import unsupported_feature
 
     err = Exception("Transaction failed: Unsupported table features required: [TypeWidening]")
     found = unsupported_feature(err, "/tmp/x")
@@ -226,12 +226,12 @@ def test_a_file_uri_is_taken_literally(engine, tmp_path, name):
 def test_a_kept_table_handle_is_recognised_under_an_odd_folder_name(tmp_path):
     """deltalake names a table by its percent-encoded file URI: the commit files under it are found, so the
     handle is kept between writes (it was reopened on every write)."""
-    from upsertsink import markers
+    from upsertsink.table import commit_log
 
     path = str(tmp_path / "hash#tag ü 100%")
     UpsertSink(path, "id").write(pa.table({"id": [1]}), batch_id=1)
     uri = DeltaTable(path).table_uri
-    assert "%23" in uri and markers._commit_file_stamp(uri, 0, None) is not None
+    assert "%23" in uri and commit_log.commit_file_stamp(uri, 0, None) is not None
 
 
 # '%' and two hex digits: deltalake (delta-rs 1.6) reads the table's log under the name decoded once more
@@ -356,6 +356,23 @@ def test_a_batch_whose_all_null_column_was_given_a_type_later_replays_as_a_match
     replay = sink.write(engine.frame(with_nulls, {**KV, "extra": pa.null()}), batch_id=2)
     assert replay.skipped and replay.replay_check == "matched"
     assert [r["extra"] for r in read_rows(path)] == [None, None, "x"]
+
+
+def test_a_delete_is_remembered_across_a_write_that_adds_a_column(engine, tmp_path):
+    """deltalake gives a table a new ``metaData.id`` when a MERGE adds a column; the table is the same table:
+    its deletes and its record of batches still hold (the first CI run of the operators issue lost both)."""
+    path = str(tmp_path / "t")
+    sink = UpsertSink(path, "id", sequence_by="seq", delete_when="op = 'D'", schema_evolution=True)
+    kso = {"id": pa.int64(), "seq": pa.int64(), "op": pa.string()}
+    sink.write(engine.frame([{"id": 1, "seq": 1, "op": "I"}, {"id": 2, "seq": 1, "op": "I"}], kso), batch_id=1)
+    sink.write(engine.frame([{"id": 1, "seq": 5, "op": "D"}], kso), batch_id=2)
+    sink.write(engine.frame([{"id": 3, "seq": 1, "op": "I", "extra": "x"}], {**kso, "extra": pa.string()}), batch_id=3)
+    late = sink.write(engine.frame([{"id": 1, "seq": 3, "op": "I", "extra": "y"}], {**kso, "extra": pa.string()}),
+                      batch_id=4)
+    assert (late.inserted, late.stale) == (0, 1)
+    assert [r["id"] for r in read_rows(path)] == [2, 3]
+    assert UpsertSink(path, "id", sequence_by="seq", delete_when="op = 'D'").write(
+        engine.frame([{"id": 1, "seq": 5, "op": "D"}], kso), batch_id=2).replay_check == "matched"
 
 
 # -- timestamps ----------------------------------------------------------------------------------------------------

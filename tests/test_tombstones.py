@@ -16,10 +16,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from sink_helpers import read_rows
 
-from upsertsink import UpsertSink, faults, tombstones
+from upsertsink import UpsertSink, faults
 from upsertsink.faults import FAULT_EXIT_CODE
-from upsertsink.maintenance import maintain
-from upsertsink.tombstones import TOMBSTONE_ROOT, TombstoneStore, forget_indexes
+from upsertsink.sidecar import folder, tombstones
+from upsertsink.sidecar.tombstones import TOMBSTONE_ROOT, TombstoneStore, forget_indexes
+from upsertsink.table.maintenance import maintain
 
 CDC = {"id": pa.int64(), "name": pa.string(), "seq": pa.int64(), "op": pa.string()}
 CLI = str(Path(sys.executable).with_name("upsertsink"))
@@ -118,8 +119,8 @@ def test_a_batch_that_meets_no_tombstone_reads_no_file_and_one_that_deletes_noth
     sink.write(engine.frame(cdc((1, "a", 2, "D")), CDC), batch_id=1)
     files = scope_files(path)
     reads = []
-    original = tombstones._Folder.read
-    monkeypatch.setattr(tombstones._Folder, "read", lambda self, name: reads.append(name) or original(self, name))
+    original = folder.Folder.read
+    monkeypatch.setattr(folder.Folder, "read", lambda self, name: reads.append(name) or original(self, name))
     sink.write(engine.frame(cdc((3, "c", 3, "U")), CDC), batch_id=2)  # no delete, no key ever deleted
     sink.write(engine.frame(cdc((1, "a", 2, "D"), (4, "d", 3, "U")), CDC), batch_id=3)  # its delete is known
     assert reads == [] and scope_files(path) == files

@@ -8,7 +8,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from upsertsink.batch_ledger import BatchLedger, batches
     from upsertsink.diffing import DiffResult, diff
     from upsertsink.errors import (
         BatchIdBehindMarkerError,
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     )
     from upsertsink.session import spark_session
     from upsertsink.sink import UpsertSink, WriteResult
+    from upsertsink.table.batch_ledger import BatchLedger, batches
 
 __all__ = [
     "BatchIdBehindMarkerError",
@@ -68,8 +68,8 @@ _LAZY = {
     "diff": "upsertsink.diffing",
     "DiffResult": "upsertsink.diffing",
     "spark_session": "upsertsink.session",
-    "batches": "upsertsink.batch_ledger",
-    "BatchLedger": "upsertsink.batch_ledger",
+    "batches": "upsertsink.table.batch_ledger",
+    "BatchLedger": "upsertsink.table.batch_ledger",
 }
 _VERSION: list[str] = []
 
@@ -102,7 +102,7 @@ def __getattr__(name: str) -> Any:
 
         # the sink and the batch ledger read tables with deltalake; the diff checks on its first call (its engine
         # may be Spark's)
-        if _LAZY[name] in ("upsertsink.sink", "upsertsink.batch_ledger"):
+        if _LAZY[name] in ("upsertsink.sink", "upsertsink.table.batch_ledger"):
             from upsertsink.errors import require_embedded
 
             require_embedded(f"upsertsink.{name}")

@@ -86,7 +86,7 @@ def apply_tombstones(table: pa.Table, request: WriteRequest, tombstones: pa.Tabl
     """Rows of a prepared Arrow batch made stale by ``tombstones`` (k0..kN, sequence) turned into deletes at the
     tombstone's sequence; returns (table, stale rows). Shared by the embedded engine and the Spark engine's
     driver-side micro-batches."""
-    from upsertsink.tombstones import SEQUENCE, key_column, stale_mask
+    from upsertsink.sidecar.tombstones import SEQUENCE, key_column, stale_mask
 
     if tombstones.num_rows == 0:
         return table, 0
@@ -112,7 +112,7 @@ def apply_tombstones(table: pa.Table, request: WriteRequest, tombstones: pa.Tabl
 
 def key_rows(table: pa.Table, request: WriteRequest, deletes: bool) -> pa.Table:
     """The batch's delete rows (or its other rows) as (k0..kN, sequence)."""
-    from upsertsink.tombstones import SEQUENCE, key_column
+    from upsertsink.sidecar.tombstones import SEQUENCE, key_column
 
     flag = table[DELETE_FLAG] if DELETE_FLAG in table.column_names else pa.chunked_array(
         [pa.array(np.zeros(table.num_rows, bool))]

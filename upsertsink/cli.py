@@ -34,6 +34,24 @@ class LazyGroup(ErrorStyleGroup):
         module, attr = target.split(":")
         return getattr(importlib.import_module(module), attr)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """click's, with the commands a misspelled name comes close to (``stauts``: did you mean 'status'?);
+        click offers them only for the commands it has loaded, and this group loads them lazily."""
+        name = args[0] if args else ""
+        if args and not name.startswith("-") and name not in _COMMANDS and not ctx.resilient_parsing:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(_COMMANDS), n=3, cutoff=0.6)
+            hint = ""
+            if len(close) == 1:
+                hint = f" Did you mean '{close[0]}'?"
+            elif close:
+                hint = " Did you mean one of " + ", ".join(f"'{c}'" for c in close) + "?"
+            raise click.UsageError(f"No such command '{name}'.{hint}", ctx)
+        return super().resolve_command(ctx, args)
+
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     # the version is read from the package metadata only when asked for (importlib.metadata costs ~20 ms)

@@ -24,8 +24,8 @@ def _expected(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     """--expect and --expect-dates as ranges of ids; a bad range is a usage error (exit 2)."""
     if value is None:
         return None
-    from upsertsink.batch_ledger import parse_dates, parse_ids
     from upsertsink.errors import InvalidInputError
+    from upsertsink.table.batch_ledger import parse_dates, parse_ids
 
     try:
         return parse_dates(value) if param.name == "expect_dates" else parse_ids(value)
@@ -94,14 +94,14 @@ def batches_command(
 
     def work() -> dict[str, Any]:
         require_extras("upsertsink batches", "--table" if table_name is not None else None)
-        from upsertsink import batch_ledger
         from upsertsink.io import split_version
         from upsertsink.storage import deltalake_options
+        from upsertsink.table import batch_ledger
 
         location = None
         if table_name is not None:
-            from upsertsink.catalog_table import files_readable, named_errors
             from upsertsink.cli_common import catalog_session, split_table_version, table_location
+            from upsertsink.table.named import files_readable, named_errors
 
             name, version = split_table_version(table_name)
             spark = catalog_session("upsertsink batches --table")
@@ -171,7 +171,7 @@ def _report(found: Any, expected: Any, flag: str, location: str | None, spark_on
 
 
 def _undone_text(undone: Any) -> str:
-    from upsertsink.batch_ledger import format_ranges
+    from upsertsink.table.batch_ledger import format_ranges
 
     by_restore: dict[int, list[tuple[int, int]]] = {}
     for lo, hi, at in undone:
@@ -181,7 +181,7 @@ def _undone_text(undone: Any) -> str:
 
 def _summary_rows(ledger: Any, check: dict[str, Any] | None, expected: Any) -> list[tuple[str, str]]:
     """(label, text) rows of one app's summary."""
-    from upsertsink.batch_ledger import ALL, count_ids, format_ranges
+    from upsertsink.table.batch_ledger import ALL, count_ids, format_ranges
 
     rows = [("committed", format_ranges(ledger.committed) + _how_many(ledger.count))]
     rows.append(("gaps", format_ranges(ledger.gaps) + _how_many(count_ids(ledger.gaps))))
@@ -200,7 +200,7 @@ def _how_many(n: int) -> str:
 
 
 def _check_text(check: dict[str, Any], expected: Any) -> str:
-    from upsertsink.batch_ledger import count_ids, format_ranges
+    from upsertsink.table.batch_ledger import count_ids, format_ranges
 
     total = count_ids(expected)
     if not check["missing"]:
@@ -239,7 +239,7 @@ def _header(report: dict[str, Any]) -> str:
 
 def _closing(report: dict[str, Any]) -> list[str]:
     """The check's verdict (with --expect/--expect-dates)."""
-    from upsertsink.batch_ledger import count_ids, format_ranges
+    from upsertsink.table.batch_ledger import count_ids, format_ranges
 
     expected = report["expected"]
     if expected is None:

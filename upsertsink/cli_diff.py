@@ -7,7 +7,15 @@ from typing import Any
 
 import click
 
-from upsertsink.cli_common import Progress, require_extras, run, split_columns
+from upsertsink.cli_common import (
+    Progress,
+    csv_options,
+    require_csv,
+    require_extras,
+    run,
+    split_columns,
+    typed_csv_options,
+)
 
 EXIT_EQUAL, EXIT_DIFFERENT = 0, 1
 
@@ -30,6 +38,17 @@ def _styler() -> Any:
     if not sys.stdout.isatty() or os.environ.get("NO_COLOR"):
         return None
     return lambda text, role: click.style(text, **_COLOURS.get(role, {}))
+
+
+def _output_format(fmt: str, as_json: bool) -> str:
+    """``--json`` (as on every command that prints JSON) is ``--format json``; with ``--format text`` it is a
+    usage error."""
+    if not as_json:
+        return fmt
+    source = click.get_current_context().get_parameter_source("fmt")
+    if fmt != "json" and source != click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--json and --format text contradict each other: give one of them")
+    return "json"
 
 
 def _sides(paths: list[str], tables: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -76,7 +95,9 @@ def _side_argument(ctx: click.Context, param: click.Parameter, value: str | None
     help="Where to compare: Spark, or the embedded engine (Arrow, no JVM) used by auto for small inputs.",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object (--format json).")
 @click.option("--limit", type=click.IntRange(min=0), default=10, show_default=True, help="Sample rows shown.")
+@typed_csv_options
 def diff_command(
     tables: tuple[str, ...],
     left: str | None,
@@ -87,14 +108,21 @@ def diff_command(
     tolerance: float | None,
     engine: str,
     fmt: str,
+    as_json: bool,
     limit: int,
+    csv_schema: str | None,
+    null_values: tuple[str, ...],
+    timestamp_format: str | None,
 ) -> None:
     """Compare two tables row by row by key.
 
     LEFT and RIGHT are Delta tables (PATH@N for version N), or parquet, csv or json files or folders; --table
-    NAME (NAME@N) names a Delta table in Spark's catalog instead, for the side(s) no path was given for.
-    Exit status: 0 equal, 1 different, 2 error.
+    NAME (NAME@N) names a Delta table in Spark's catalog instead, for the side(s) no path was given for. csv
+    inputs are typed with --schema, --null-value and --timestamp-format. Exit status: 0 equal, 1 different,
+    2 error.
     """
+    fmt = _output_format(fmt, as_json)
+    csv = csv_options(csv_schema, null_values, timestamp_format, several=True)
     sides = _sides([p for p in (left, right) if p is not None], tables)
 
     def work() -> tuple[Any, str]:
@@ -103,7 +131,7 @@ def diff_command(
         from upsertsink.diffing import diff, render
 
         with Progress() as progress:
-            inputs = [text for _, text in sides]
+            inputs: list[Any] = [text for _, text in sides]
             if tables:
                 from upsertsink.cli_common import catalog_session, split_table_version, table_location
 
@@ -112,6 +140,11 @@ def diff_command(
                 for i, (kind, text) in enumerate(sides):
                     if kind == "table":
                         inputs[i] = table_location(spark, *split_table_version(text), reads_files="diff --table")
+            if csv is not None:  # csv inputs read with the typed options (others carry their own types)
+                from upsertsink import io
+
+                inputs = [io.resolve_path(text, side, csv) for text, side in zip(inputs, ("left", "right"))]
+                require_csv(csv, inputs, "neither LEFT nor RIGHT is a csv file")
             result = diff(
                 inputs[0],
                 inputs[1],
@@ -191,8 +224,10 @@ def _parse_tables(values: tuple[str, ...], taken: dict[str, str]) -> dict[str, s
 )
 @click.option("--tolerance", type=float, default=None, help="Absolute tolerance for float/decimal columns.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object (--format json).")
 @click.option("--limit", type=click.IntRange(min=0), default=10, show_default=True, help="Sample rows shown.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master of the local session.")
+@typed_csv_options
 def replay_check_command(
     target: str,
     keys: tuple[str, ...],
@@ -201,14 +236,21 @@ def replay_check_command(
     runs: int,
     tolerance: float | None,
     fmt: str,
+    as_json: bool,
     limit: int,
     master: str,
+    csv_schema: str | None,
+    null_values: tuple[str, ...],
+    timestamp_format: str | None,
 ) -> None:
     """Run a job several times on the same inputs, varying partitioning and row order, and diff by key.
 
     The job is FUNCTION(spark, **inputs) -> DataFrame; inputs are files and tables by path (--input) or
-    Delta tables named in Spark's catalog (--table). Exit status: 0 all runs equal, 1 different, 2 error.
+    Delta tables named in Spark's catalog (--table). csv inputs are typed with --schema, --null-value and
+    --timestamp-format. Exit status: 0 all runs equal, 1 different, 2 error.
     """
+    fmt = _output_format(fmt, as_json)
+    csv = csv_options(csv_schema, null_values, timestamp_format, several=True)
     named = _parse_inputs(inputs)
     named_tables = _parse_tables(tables, named)
 
@@ -218,13 +260,16 @@ def replay_check_command(
 
         require_spark("upsertsink replay-check")
         require_embedded("upsertsink replay-check")  # the spark extra brings it
-        from upsertsink.replay import load_job, read_input, replay_check
+        from upsertsink import io
+        from upsertsink.replay import load_job, replay_check
 
         job = load_job(target)
+        sources = {name: io.resolve_path(path, f"input {name!r}", csv) for name, path in named.items()}
+        require_csv(csv, list(sources.values()), "no --input is a csv file")
         with Progress() as progress:
             progress("starting Spark")
             spark = current_or_new_session("upsertsink-replay-check", master, "upsertsink replay-check")
-            frames = {name: read_input(spark, path, f"input {name!r}") for name, path in named.items()}
+            frames = {name: io.read_spark(spark, src) for name, src in sources.items()}
             if named_tables:
                 from upsertsink.cli_common import split_table_version, table_frame
 

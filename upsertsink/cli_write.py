@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from upsertsink.cli_common import fail, require_extras, run, split_columns
+from upsertsink.cli_common import csv_options, fail, require_extras, run, split_columns, typed_csv_options
 
 
 def _table_location(target: str) -> str:
@@ -52,17 +52,21 @@ def _table_location(target: str) -> str:
 @click.option("--track-history-except", "track_history_except", multiple=True,
               help="With --scd-type 2: every column but these opens a new version when it changes.")
 @click.option("--ignore-null-updates", is_flag=True, help="A null in an update keeps the stored value.")
+@typed_csv_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def write(
     source: str, target: str | None, table_name: str | None, keys: tuple[str, ...], sequence_by: str | None,
     delete_when: str | None, batch_id: int | None, app_id: str | None, engine: str, schema_evolution: bool,
     late_batches: str, scd_type: int, track_history: tuple[str, ...], track_history_except: tuple[str, ...],
-    ignore_null_updates: bool, as_json: bool,
+    ignore_null_updates: bool, csv_schema: str | None, null_values: tuple[str, ...], timestamp_format: str | None,
+    as_json: bool,
 ) -> None:
     """Upsert SOURCE into the Delta table at --target, or into the table named --table in Spark's catalog.
 
-    SOURCE is a parquet, csv or json file, a folder of such files, or a Delta table (PATH@N: version N).
+    SOURCE is a parquet, csv or json file, a folder of such files, or a Delta table (PATH@N: version N). A csv
+    source is typed with --schema, --null-value and --timestamp-format, the same way on both engines.
     """
+    csv = csv_options(csv_schema, null_values, timestamp_format)
     if target is not None and table_name is not None:
         raise click.UsageError("give --target PATH or --table NAME, not both")
     if target is None and table_name is None:
@@ -79,9 +83,40 @@ def write(
                "track_history_except": split_columns(track_history_except) or None,
                "ignore_null_updates": ignore_null_updates}
     sink: Any = None
+    created = False  # did this write create the table?
+    written: Any = None  # the write's result, once it has returned
+    on_spark: Any = None  # the SparkStop of a write on Spark
+
+    def interrupted() -> tuple[str, int]:
+        """The line and exit status of an interrupted write: whether its batch was committed, from the log."""
+        from upsertsink import interrupts
+
+        if written is not None:  # the write had returned: its commit is done
+            found = interrupts.Outcome(written.batch_id, True, written.version)
+        elif interrupts.last() is not None:  # the sink read the log when the interrupt reached it
+            found = interrupts.last()
+        elif interrupts.started():  # a write on Spark that a cancelled job ended: its call is over
+            found = interrupts.report()
+        else:  # before the write began (reading the source)
+            found = interrupts.Outcome(batch_id, False)
+        if on_spark is not None and on_spark.jvm_stopped:  # no JVM left for pyspark's exit hooks to stop
+            from upsertsink.launch import _hard_exit
+
+            click.echo(found.line(), err=True)
+            _hard_exit(found.exit_code)
+        return found.line(), found.exit_code
 
     def work() -> Any:
-        nonlocal sink
+        nonlocal sink, created, written, on_spark
+        import logging
+
+        from upsertsink import interrupts
+
+        interrupts.forget()
+        # the sink logs the interrupted line too: here it is printed once, by interrupted()
+        quiet = logging.getLogger("upsertsink.interrupts")
+        if not any(isinstance(h, logging.NullHandler) for h in quiet.handlers):
+            quiet.addHandler(logging.NullHandler())
         on_spark = "--table" if table_name is not None else "--engine spark" if engine == "spark" else None
         require_extras("upsertsink write", on_spark)
         from upsertsink import io
@@ -92,26 +127,63 @@ def write(
         else:
             assert target is not None
             sink = UpsertSink(_table_location(target), split_columns(keys), **options)
-        src = io.resolve_path(source, "source")
+        src = io.resolve_path(source, "source", csv)
+        if csv is not None and src.fmt != "csv":
+            from upsertsink.cli_common import require_csv
+
+            require_csv(csv, [src], f"the source {source} is not a csv file")
+        existed = True
+        if table_name is None:
+            from upsertsink.storage import deltalake_options
+            from upsertsink.table.files import table_exists
+
+            existed = table_exists(sink.target, deltalake_options(sink.target))
         if table_name is not None:
             from upsertsink.cli_common import catalog_session
+            from upsertsink.table import catalog
 
-            data = io.read_spark(catalog_session("upsertsink write --table"), src)
+            spark = catalog_session("upsertsink write --table")
+            existed = catalog.detail(spark, sink.table_name) is not None
+            data = io.read_spark(spark, src)
         elif engine == "spark":
             from upsertsink.session import spark_session
 
             data = io.read_spark(spark_session("upsertsink-cli"), src)
         else:
             data = io.read_arrow(src)
-        return sink.write(data, batch_id=batch_id)
+        if engine == "embedded":  # no JVM in this process: delta-rs's panics stay off the terminal
+            from upsertsink.cli_common import engine_panics_kept_off_the_terminal
 
-    result = run(work)
+            # delta-rs finishes its call before Python sees a signal: the interrupt reaches the sink after it
+            with engine_panics_kept_off_the_terminal():
+                result = written = sink.write(data, batch_id=batch_id)
+        else:
+            from upsertsink.cli_common import spark_interrupts
+
+            with spark_interrupts(data.sparkSession) as on_spark:
+                try:
+                    result = written = sink.write(data, batch_id=batch_id)
+                except Exception:
+                    if on_spark.requested:  # the cancelled jobs ended the write: report it as interrupted
+                        raise KeyboardInterrupt from None
+                    raise
+            if on_spark.requested:
+                raise KeyboardInterrupt
+        # a table's first write is its version 0 (data and marker in one commit: a writer that raced this one to
+        # create it made version 0 itself); a table created by name gets an empty version 0 first
+        created = not existed and not result.skipped and (result.version == 0 or table_name is not None)
+        return result
+
+    result = run(work, on_interrupt=interrupted)
     if table_name is not None:
         target = table_name  # the messages name the table; the JSON gives its location too
     if as_json:
         where = {"table": table_name, "target": sink.target} if table_name is not None else {"target": target}
-        click.echo(json.dumps({**where, **dataclasses.asdict(result)}))
+        click.echo(json.dumps({**where, **dataclasses.asdict(result), "created": created}))
         return
+    if created:  # a misspelled --target makes a new table: say so, with the full location
+        named = f" {table_name}" if table_name is not None else ""
+        click.echo(f"created a new table{named} at {sink.target}")
     counts = f"{result.inserted} inserted, {result.updated} updated, {result.deleted} deleted"
     if result.skipped:
         click.echo(f"batch {result.batch_id} already committed for {result.app_id}: skipped "
@@ -190,8 +262,8 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
 
     def work() -> dict[str, Any]:
         require_extras("upsertsink status", "--table" if table_name is not None else None)
-        from upsertsink import markers
         from upsertsink.io import split_version
+        from upsertsink.table import files, status
 
         if table_name is not None:
             from upsertsink.cli_common import catalog_session, split_table_version, table_location
@@ -200,10 +272,10 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
             spark = catalog_session("upsertsink status --table")
             table = table_location(spark, name)
             shown = f"table {name} (at {table})"
-            from upsertsink.catalog_table import files_readable
+            from upsertsink.table.named import files_readable
 
             if spark_only or not files_readable(table, None)[0]:  # Spark-only mode: the history by name
-                from upsertsink.catalog_table import named_status
+                from upsertsink.table.named import named_status
 
                 info = named_status(spark, name, limit, version)
                 info = {"table": table_name, "location": table, "spark_only": True, **info}
@@ -212,12 +284,12 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
             assert path is not None
             table, version = split_version(path)
             shown = table
-        if not markers.table_exists(table):
+        if not files.table_exists(table):
             fail(f"{shown} is not a Delta table")
-        latest = markers.latest_version(table)
+        latest = files.latest_version(table)
         if version is not None and latest is not None and version > latest:
             fail(f"{shown} has no version {version} (latest is {latest})")
-        info = markers.status(table, limit=limit, version=version)
+        info = status.status(table, limit=limit, version=version)
         if table_name is not None:
             info = {"table": table_name, "location": table, **info}
         return _labelled(info)
@@ -236,7 +308,7 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
             gone = ", ".join(f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in undone.get(app, ()))
             lines.append(f"  app {app}: last batch id {last}" + (f" (undone by a RESTORE: {gone})" if gone else ""))
             if app in (info.get("ledger") or {}):  # the batch ledger's summary (upsertsink batches: the rest)
-                from upsertsink.batch_ledger import summary_text
+                from upsertsink.table.batch_ledger import summary_text
 
                 lines.append(f"    {summary_text(info['ledger'][app])}")
     else:
@@ -266,21 +338,26 @@ def maintain(path: str | None, table_name: str | None, as_json: bool, adopt_clon
 
     def work() -> Any:
         require_extras("upsertsink maintain", "--table" if table_name is not None else None)
-        from upsertsink import markers
-        from upsertsink.maintenance import maintain as run_maintenance
         from upsertsink.storage import deltalake_options
+        from upsertsink.table import files
+        from upsertsink.table.maintenance import maintain as run_maintenance
 
         if table_name is not None:
-            from upsertsink import catalog
             from upsertsink.cli_common import catalog_session, table_location
+            from upsertsink.table import catalog
 
             table = table_location(catalog_session("upsertsink maintain --table"), catalog.check_name(table_name),
                                    reads_files="maintain --table")
         else:
             table = _table_location(label)
-        if not markers.table_exists(table, deltalake_options(table)):
+        if not files.table_exists(table, deltalake_options(table)):
             fail(f"{label} is not a Delta table")
-        return run_maintenance(table, deltalake_options(table), adopt_clone=adopt_clone)
+        if table_name is not None:  # Spark runs in this process
+            return run_maintenance(table, deltalake_options(table), adopt_clone=adopt_clone)
+        from upsertsink.cli_common import engine_panics_kept_off_the_terminal
+
+        with engine_panics_kept_off_the_terminal():
+            return run_maintenance(table, deltalake_options(table), adopt_clone=adopt_clone)
 
     report = run(work)
     if as_json:

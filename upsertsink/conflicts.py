@@ -97,3 +97,38 @@ def first_line(err: BaseException) -> str:
     except Exception:  # noqa: BLE001 - a JVM exception whose message cannot be fetched any more
         text = ""
     return text.splitlines()[0] if text else type(err).__name__
+
+
+# How a denied permission reads in the engines' errors: Python's PermissionError, delta-rs/object_store's
+# "Permission denied (os error 13)" and "Read-only file system (os error 30)", Hadoop's AccessDeniedException
+# and AccessControlException, an object store's 403 AccessDenied.
+_DENIED = re.compile(
+    r"Permission denied|os error 13|Read-only file system|os error 30|AccessDeniedException|"
+    r"AccessControlException|AccessDenied|Access Denied"
+)
+_DENIED_FILE = re.compile(r"(?:Unable to open file|Unable to (?:create|rename|copy|delete)[^/]*?|file) (/\S+?)(?:#\d+)?:?\s")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def permission_denied(err: BaseException) -> str | None:
+    """What was denied (a file, or the engine's words) when ``err`` or an exception it was raised from is a
+    permission problem: a read-only folder, a user without write access, an object store's 403; else None.
+    Such a write fails the same way however often it is retried."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, PermissionError) or (isinstance(current, OSError) and current.errno in (13, 30)):
+            name = current.filename
+            return f"{name}: {current.strerror}" if name and current.strerror else first_line(current)
+        try:
+            text = _ANSI.sub("", str(current))
+        except Exception:  # noqa: BLE001 - a JVM exception whose message cannot be fetched any more
+            text = ""
+        if _DENIED.search(text):
+            found = _DENIED_FILE.search(text + " ")
+            reason = _DENIED.search(text)
+            assert reason is not None
+            return f"{found.group(1)}: {reason.group(0)}" if found else " ".join(text.split())[:300]
+        current = current.__cause__ or current.__context__
+    return None

@@ -4,12 +4,20 @@ Each step of ``UpsertSink.write`` calls :func:`point` with the step's name. Norm
 lookup and nothing happens. With ``UPSERTSINK_FAULT=<name>`` (optionally ``<name>@<n>`` for the n-th time the
 point is reached in this process), the process dies there with ``os._exit(FAULT_EXIT_CODE)``, as a killed
 writer would; with ``UPSERTSINK_FAULT_MODE=raise`` it raises :class:`InjectedFault` instead, as an engine or
-storage error would. The reliability tests use both at every point (docs/reliability.md lists them).
+storage error would. The reliability tests use both at every point (docs/reliability.md lists them). With
+``UPSERTSINK_FAULT_MODE=pause`` the process writes the point's name to the file ``UPSERTSINK_FAULT_READY``
+names and sleeps there (``UPSERTSINK_FAULT_PAUSE`` seconds, 120 by default) before it goes on: the interrupt
+tests send a signal to a writer waiting at a known step.
+
+The points are also where a write on Spark stops after the command line's first Ctrl-C
+(:func:`interrupt_at_next_point`): between two steps no Spark call is in flight, so what the write committed
+is settled when it stops.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -32,14 +40,29 @@ POINTS = (
 
 _counts: dict[str, int] = {}
 _hooks: dict[str, Callable[[], None]] = {}
+_interrupt = False
 
 
 class InjectedFault(RuntimeError):
     """The error raised at a crash point under ``UPSERTSINK_FAULT_MODE=raise``."""
 
 
+def interrupt_at_next_point(on: bool = True) -> None:
+    """Make the next point this process reaches raise KeyboardInterrupt (``on=False`` takes that back)."""
+    global _interrupt
+    _interrupt = on
+
+
+def _interrupt_here() -> None:
+    global _interrupt
+    if _interrupt:
+        _interrupt = False
+        raise KeyboardInterrupt
+
+
 def point(name: str) -> None:
     """Crash here if ``UPSERTSINK_FAULT`` names this point (see the module docstring)."""
+    _interrupt_here()
     if name in _hooks:
         _hooks.pop(name)()
     wanted = os.environ.get("UPSERTSINK_FAULT")
@@ -51,8 +74,17 @@ def point(name: str) -> None:
     _counts[name] = _counts.get(name, 0) + 1
     if nth and _counts[name] != int(nth):
         return
-    if os.environ.get("UPSERTSINK_FAULT_MODE") == "raise":
+    mode = os.environ.get("UPSERTSINK_FAULT_MODE")
+    if mode == "raise":
         raise InjectedFault(f"injected fault at {name}")
+    if mode == "pause":
+        ready = os.environ.get("UPSERTSINK_FAULT_READY")
+        if ready:
+            with open(ready, "w") as f:
+                f.write(name)
+        time.sleep(float(os.environ.get("UPSERTSINK_FAULT_PAUSE", "120")))
+        _interrupt_here()
+        return
     os._exit(FAULT_EXIT_CODE)
 
 

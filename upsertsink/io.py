@@ -71,6 +71,7 @@ class PathInput:
     fmt: str | None = None  # parquet | csv | json, for files
     files: tuple[str, ...] = ()
     what: str = "input"  # how messages name it: "left", "source", "input 'orders'"
+    csv: Any = None  # for csv files: a typed_csv.CsvOptions (column types, null markers, timestamp format)
 
     def size_bytes(self) -> int:
         """Bytes of data files: the Delta log's add actions at this version, or the files' sizes."""
@@ -131,10 +132,11 @@ def data_files(folder: str) -> list[str]:
     return out
 
 
-def resolve_path(spec: str | os.PathLike[str], what: str = "input") -> PathInput:
+def resolve_path(spec: str | os.PathLike[str], what: str = "input", csv: Any = None) -> PathInput:
     """Check ``spec`` (``PATH``, ``PATH@N`` or a URI of a Delta table) and say what it holds.
 
-    ``what`` names the input in messages (``left``, ``source``, ``input 'orders'``).
+    ``what`` names the input in messages (``left``, ``source``, ``input 'orders'``). ``csv`` (a
+    ``typed_csv.CsvOptions``) says how csv files are read; other inputs carry their own types and ignore it.
     """
     text = os.fspath(spec)
     path, version = split_version(text.removeprefix("file://"))
@@ -160,7 +162,8 @@ def resolve_path(spec: str | os.PathLike[str], what: str = "input") -> PathInput
             f"{what}: {path!r} is not a Delta table (no _delta_log) nor a parquet, csv or json file or a "
             f"folder of files of one of those formats (found {found or 'no files'})"
         )
-    return PathInput(text, path, "files", fmt=kinds.pop(), files=tuple(files), what=what)
+    fmt = kinds.pop()
+    return PathInput(text, path, "files", fmt=fmt, files=tuple(files), what=what, csv=csv if fmt == "csv" else None)
 
 
 # --------------------------------------------------------------------------------------- readers
@@ -219,15 +222,15 @@ def read_arrow(src: PathInput) -> Any:
 
 def _read_files(src: PathInput) -> Any:
     import pyarrow as pa
-    import pyarrow.csv as pacsv
     import pyarrow.json as pajson
     import pyarrow.parquet as pq
 
-    # csv: an empty field is null, as Spark reads it
-    csv_options = pacsv.ConvertOptions(strings_can_be_null=True)
+    from upsertsink import typed_csv
+
     readers = {
         "parquet": pq.read_table,
-        "csv": lambda f: pacsv.read_csv(f, convert_options=csv_options),
+        # csv: an empty field is null, as Spark reads it, and nothing else unless --null-value says so
+        "csv": lambda f: typed_csv.read_csv(f, src.csv, src.what),
         "json": pajson.read_json,
     }
     tables = []
@@ -245,7 +248,10 @@ def _read_files(src: PathInput) -> Any:
 
 
 def read_spark(spark: Any, src: PathInput) -> Any:
-    """The input as a Spark DataFrame (csv: a header row, types inferred)."""
+    """The input as a Spark DataFrame (csv: a header row, types inferred by Spark; with typed_csv options, read
+    by the same reader as the embedded engine's, so both engines see the same values)."""
+    if src.csv is not None:
+        return spark.createDataFrame(_read_files(src))
     path = src.path if is_uri(src.path) else os.path.abspath(src.path)
     try:
         if src.kind == "delta":

@@ -15,13 +15,36 @@ has returned: its Delta commits are done by then, and the teardown of deltalake'
 threads could abort the process after its output was written ("terminate called without an active
 exception", exit -6: 12 of 120 `upsertsink diff` runs on a loaded 2-core machine, one CI failure). A
 command that loaded pyspark exits normally, so pyspark's own exit hooks stop its JVM.
+
+SIGTERM is handled as Ctrl-C from the first instruction on, and an interrupt that reaches this far (one
+during the start-up's imports, before a command's own handling) is one line, ``upsertsink: interrupted``, and
+exit status 130, never a traceback.
 """
 
 import os
+import signal
 import sys
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        _main()
+    except KeyboardInterrupt:
+        try:
+            sys.stderr.write("upsertsink: interrupted\n")
+        except (OSError, ValueError):
+            pass
+        _hard_exit(130)
+        raise SystemExit(130) from None
+
+
+def _main() -> None:
     # click's shell completion (the variable its completion scripts set) is click's own business
     lint = sys.argv[1:2] == ["lint"] and "_UPSERTSINK_COMPLETE" not in os.environ
     if lint:

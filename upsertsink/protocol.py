@@ -26,21 +26,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertsink import batch as B
-from upsertsink import faults, history, ledger, markers, table_checks
+from upsertsink import faults, history, interrupts
 from upsertsink import fingerprint as fp
-from upsertsink.conflicts import RetryableConflict, first_line
+from upsertsink.conflicts import RetryableConflict, first_line, permission_denied
 from upsertsink.engines.base import Engine, Marker, PreparedBatch, WriteRequest
 from upsertsink.errors import (
     BatchIdBehindMarkerError,
     ConcurrentWriteError,
     DivergentBatchBehindMarkerError,
     ReplayDivergenceError,
+    TableNotWritableError,
     UpsertSinkError,
     WriteFailedError,
     option,
 )
+from upsertsink.sidecar import events as event_log
+from upsertsink.sidecar.tombstones import SEQUENCE, TombstoneStore, key_column
 from upsertsink.spec import DELETE_FLAG, MergePlan
-from upsertsink.tombstones import SEQUENCE, TombstoneStore, key_column
+from upsertsink.table import checks as table_checks
+from upsertsink.table import commit_log, files, lineage, records, replays
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +88,20 @@ class Settings:
 
 def write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteResult:
     """Run the protocol for one batch; every error raised is an UpsertSinkError."""
+    interrupts.begin(request)
     try:
         return _write(engine, request, settings)
     except UpsertSinkError:
         raise
     except Exception as err:
+        denied = permission_denied(err)
+        if denied is not None:  # retrying cannot help: say so, and what was denied
+            raise TableNotWritableError(
+                f"writing batch {request.batch_id} to {request.target} failed: permission denied ({denied}). "
+                "This is not retryable as it is: the user running the write needs write access to the table's "
+                "folder and everything under it (for a new table, to the folder it is created in); once it has "
+                "it, sending the batch again is safe."
+            ) from err
         raise WriteFailedError(
             f"writing batch {request.batch_id} to {request.target} failed: {type(err).__name__}: {first_line(err)}. "
             "The table holds this batch either completely or not at all; sending it again is safe."
@@ -114,10 +127,10 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
             state = _app_state(request, snapshot)
             late = reapplied = False
             verdict = None if request.batch_id is None else state.record.verdict(request.batch_id)
-            if verdict == ledger.UNDONE:
+            if verdict == records.UNDONE:
                 reapplied = True  # committed once, undone by a RESTORE: applied again
-            elif verdict in (ledger.COMMITTED, ledger.UNKNOWN) or (
-                    verdict == ledger.NEVER and state.marker is not None and request.batch_id <= state.marker):
+            elif verdict in (records.COMMITTED, records.UNKNOWN) or (
+                    verdict == records.NEVER and state.marker is not None and request.batch_id <= state.marker):
                 result = _behind_marker(engine, request, settings, snapshot, target, state, prepared)
                 if result is not None:
                     return replace(result, attempts=attempt + 1)
@@ -145,7 +158,7 @@ def _write(engine: Engine, request: WriteRequest, settings: Settings) -> WriteRe
             time.sleep(delay)
         finally:
             if snapshot is not None:
-                markers.keep(snapshot)
+                files.keep(snapshot)
     raise AssertionError("unreachable")
 
 
@@ -153,25 +166,25 @@ def _open(request: WriteRequest) -> Any:
     """The attempt's snapshot: of the files (deltalake), or, in Spark-only mode, of the table's history."""
     if request.catalog is not None:
         return request.catalog.snapshot()
-    return markers.open_snapshot(request.target, request.storage_options)
+    return files.open_snapshot(request.target, request.storage_options)
 
 
-def _app_state(request: WriteRequest, snapshot: markers.Snapshot) -> ledger.AppState:
+def _app_state(request: WriteRequest, snapshot: files.Snapshot) -> lineage.AppState:
     if request.batch_id is None or not snapshot.exists:
-        return ledger.EMPTY
-    return ledger.app_state(snapshot, request.app_id)
+        return lineage.EMPTY
+    return lineage.app_state(snapshot, request.app_id)
 
 
 def _behind_marker(
-    engine: Engine, request: WriteRequest, settings: Settings, snapshot: markers.Snapshot,
-    target: list[B.Column] | None, state: ledger.AppState, prepared: PreparedBatch | None,
+    engine: Engine, request: WriteRequest, settings: Settings, snapshot: files.Snapshot,
+    target: list[B.Column] | None, state: lineage.AppState, prepared: PreparedBatch | None,
 ) -> WriteResult | None:
     """A batch id at or below the app's marker: a replay (skipped after its content is checked), or a batch
     never committed (refused, or None: apply it late). Never a silent skip."""
     assert request.batch_id is not None
     verdict = state.record.verdict(request.batch_id)
-    if verdict == ledger.COMMITTED:
-        committed = markers.committed_fingerprint(snapshot, request.app_id, request.batch_id)
+    if verdict == records.COMMITTED:
+        committed = replays.committed_fingerprint(snapshot, request.app_id, request.batch_id)
         if committed.state != "gone":
             return _replay(engine, request, snapshot, target, prepared, committed, state.marker)
         reason = "gone"
@@ -184,12 +197,12 @@ def _behind_marker(
     raise _behind_error(request, state, reason)
 
 
-def _behind_error(request: WriteRequest, state: ledger.AppState, reason: str) -> BatchIdBehindMarkerError:
+def _behind_error(request: WriteRequest, state: lineage.AppState, reason: str) -> BatchIdBehindMarkerError:
     b, app = request.batch_id, request.app_id
     mark = "unknown" if state.marker is None else state.marker
     what = {
-        ledger.NEVER: f"was never committed to {request.target} (committed ids: {state.record.describe()})",
-        ledger.UNKNOWN: (
+        records.NEVER: f"was never committed to {request.target} (committed ids: {state.record.describe()})",
+        records.UNKNOWN: (
             f"may never have been committed to {request.target}: the log no longer holds the commits that "
             f"could tell ({_unknown_why(state.record)})"
         ),
@@ -207,17 +220,17 @@ def _behind_error(request: WriteRequest, state: ledger.AppState, reason: str) ->
     )
 
 
-def _unknown_why(record: ledger.Record) -> str:
+def _unknown_why(record: records.Record) -> str:
     if record.unknown is not None:
-        known = "no id is known" if record.floor == ledger.ALL else f"ids below {record.floor} are not known"
+        known = "no id is known" if record.floor == records.ALL else f"ids below {record.floor} are not known"
         return f"{record.unknown}; {known}"
     return f"Delta's log cleanup; ids below {record.floor} are not known"
 
 
 def _attempt(
-    engine: Engine, request: WriteRequest, settings: Settings, snapshot: markers.Snapshot,
+    engine: Engine, request: WriteRequest, settings: Settings, snapshot: files.Snapshot,
     target: list[B.Column] | None, new_columns: list[B.Column], prepared: PreparedBatch,
-    state: ledger.AppState, late: bool,
+    state: lineage.AppState, late: bool,
 ) -> WriteResult:
     batch, stale, store, seen, seen_version = prepared, 0, None, None, None
     if request.tracks_deletes:
@@ -286,9 +299,9 @@ def _prepare(engine: Engine, request: WriteRequest, target: list[B.Column] | Non
 
 
 def _attempt_history(
-    engine: Engine, request: WriteRequest, settings: Settings, snapshot: markers.Snapshot,
+    engine: Engine, request: WriteRequest, settings: Settings, snapshot: files.Snapshot,
     target: list[B.Column] | None, new_columns: list[B.Column], prepared: PreparedBatch,
-    state: ledger.AppState, late: bool,
+    state: lineage.AppState, late: bool,
 ) -> WriteResult:
     """A history (SCD type 2) write: the versions of the batch's keys refolded from every event of those keys
     (the logged ones and the batch's), and the difference MERGEd on (key, __START_AT) with the marker."""
@@ -299,8 +312,8 @@ def _attempt_history(
     batch_columns = [c for c in events.column_names if c != DELETE_FLAG]
     table_columns = [c.name for c in target or () if c.name not in history.HISTORY_COLUMNS]
     columns = [*table_columns, *(c for c in batch_columns if c not in table_columns)]
-    in_effect = ledger.InEffect(snapshot) if snapshot.exists else None
-    log_ = history.EventLog(request.target, keys, sequence, request.storage_options, snapshot, in_effect)
+    in_effect = lineage.InEffect(snapshot) if snapshot.exists else None
+    log_ = event_log.EventLog(request.target, keys, sequence, request.storage_options, snapshot, in_effect)
     past = log_.events_for(events.select(list(keys)), snapshot)
 
     def filled(table: pa.Table) -> pa.Table:  # a column the batch or older events lack: null in those events
@@ -312,9 +325,9 @@ def _attempt_history(
 
     seq_type = events.schema.field(sequence).type
     tracked = spec.tracked(columns, keys, sequence)
-    before = None if past is None else history.unique_events(filled(past), keys, sequence)
+    before = None if past is None else event_log.unique_events(filled(past), keys, sequence)
     every = filled(events) if before is None else pa.concat_tables([before, filled(events)], promote_options="permissive")
-    every = history.unique_events(every, keys, sequence)
+    every = event_log.unique_events(every, keys, sequence)
     new = history.fold(every, keys, sequence, columns, tracked, spec.ignore_null_updates, seq_type)
     # the versions the logged events alone give: what the table holds for these keys (its invariant), so
     # versions equal in both are left out of the MERGE, which then rewrites only what changed
@@ -330,7 +343,7 @@ def _attempt_history(
     else:
         stored = new.select([*keys, *history.HISTORY_COLUMNS]).slice(0, 0)
     source = history.source_rows(new, known, stored, keys)
-    token = history.new_token()
+    token = event_log.new_token()
     log_.record(events, token, snapshot.version, request.app_id, request.batch_id)
     faults.point("events-recorded")
     hrequest = replace(request, keys=(*keys, history.START), sequence=None)
@@ -347,7 +360,7 @@ def _attempt_history(
     )
     log_.promote(events, token)
     faults.point("events-promoted")
-    if log_.committed_files() >= history.COMPACT_AT_FILES:
+    if log_.committed_files() >= event_log.COMPACT_AT_FILES:
         try:
             log_.compact()
         except Exception as err:  # noqa: BLE001 - never fail a committed write for its housekeeping
@@ -365,7 +378,7 @@ def _attempt_history(
 
 def _commit(
     engine: Engine, request: WriteRequest, commit_request: WriteRequest, batch: PreparedBatch,
-    snapshot: markers.Snapshot, plan: MergePlan, prepared: PreparedBatch, state: ledger.AppState, late: bool,
+    snapshot: files.Snapshot, plan: MergePlan, prepared: PreparedBatch, state: lineage.AppState, late: bool,
     new_columns: list[B.Column], **metadata: Any,
 ) -> Any:
     """The one commit of a write: data, marker (the app's, or its late counter's) and metadata together; then
@@ -379,26 +392,27 @@ def _commit(
         if late or not state.normal_chain(request.batch_id):
             # below Delta's marker of the app (late, applied again after a RESTORE, or sent to a table that
             # was replaced): delta-spark would skip it on the normal chain
-            marker = Marker(ledger.late_app(request.app_id), state.next_late)
+            marker = Marker(records.late_app(request.app_id), state.next_late)
             extra["late"] = state.next_late
             extra["late_batch"] = late
         else:
             marker = Marker(request.app_id, request.batch_id)
-        if state.record.verdict(request.batch_id) == ledger.UNDONE:
+        if state.record.verdict(request.batch_id) == records.UNDONE:
             extra["reapplied"] = True
         if state.txn is None and state.late_counter is None and request.catalog is None:
-            ledger.note_app(snapshot, request.target, request.storage_options, request.app_id)
-    meta = markers.encode_metadata(
+            lineage.note_app(snapshot, request.target, request.storage_options, request.app_id)
+    meta = commit_log.encode_metadata(
         request.app_id, request.batch_id, prepared.fingerprint, engine.name, **metadata, **extra,
     )
+    interrupts.attempting(snapshot.version, metadata.get("write"))  # found in the log after an interrupt
     faults.point("before-commit")
     if not snapshot.exists:
-        markers.mark_create(request.target)
+        files.mark_create(request.target)
     outcome = engine.commit(commit_request, batch, snapshot, plan, meta, new_columns, marker)
     if marker is not None:
-        markers.note_commit(snapshot, outcome.version, {marker.app_id: marker.version})
+        files.note_commit(snapshot, outcome.version, {marker.app_id: marker.version})
     if record is not None:
-        ledger.remember_commit(snapshot, request.app_id, outcome.version, record)
+        lineage.remember_commit(snapshot, request.app_id, outcome.version, record)
     return outcome
 
 
@@ -435,10 +449,10 @@ def _store(request: WriteRequest, snapshot: Any) -> TombstoneStore:
     """The tombstones of the request's key set, as they act on the table at ``snapshot``."""
     assert request.sequence is not None
     if request.catalog is not None:  # Spark-only mode: the companion table (catalog_table.py)
-        from upsertsink.catalog_table import NamedTombstoneStore
+        from upsertsink.table.named import NamedTombstoneStore
 
-        return NamedTombstoneStore(request.catalog, request.keys, request.sequence, snapshot, ledger.InEffect(snapshot))
-    in_effect = ledger.InEffect(snapshot) if snapshot.exists else None
+        return NamedTombstoneStore(request.catalog, request.keys, request.sequence, snapshot, lineage.InEffect(snapshot))
+    in_effect = lineage.InEffect(snapshot) if snapshot.exists else None
     return TombstoneStore(request.target, request.keys, request.sequence, request.storage_options, snapshot, in_effect)
 
 
@@ -450,8 +464,8 @@ def _matching(store: TombstoneStore, engine: Engine, request: WriteRequest, prep
 
 
 def _replay(
-    engine: Engine, request: WriteRequest, snapshot: markers.Snapshot, target: list[B.Column] | None,
-    prepared: PreparedBatch | None, committed: markers.Committed, marker: int | None,
+    engine: Engine, request: WriteRequest, snapshot: files.Snapshot, target: list[B.Column] | None,
+    prepared: PreparedBatch | None, committed: replays.Committed, marker: int | None,
 ) -> WriteResult:
     """A committed batch sent again: check its content against its commit, then skip it."""
     assert request.batch_id is not None
@@ -496,7 +510,7 @@ def _replay(
 
 def _matches_before_rename(
     engine: Engine, request: WriteRequest, snapshot: Any, target: list[B.Column] | None, casts: list[str],
-    committed: markers.Committed,
+    committed: replays.Committed,
 ) -> bool:
     """Does the batch match its commit once the columns renamed since (column mapping) take the names they had
     then? A rename keeps the column; the commit's fingerprint was taken under the old names."""

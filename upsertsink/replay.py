@@ -112,9 +112,10 @@ def load_job(target: str) -> Callable[..., Any]:
     return obj
 
 
-def read_input(spark: Any, spec: str, what: str = "input") -> Any:
-    """Read ``PATH`` (``PATH@N``) as a Spark DataFrame: a Delta table, a parquet/csv/json file or folder."""
-    return io.read_spark(spark, io.resolve_path(spec, what))
+def read_input(spark: Any, spec: str, what: str = "input", csv: Any = None) -> Any:
+    """Read ``PATH`` (``PATH@N``) as a Spark DataFrame: a Delta table, a parquet/csv/json file or folder (csv
+    files typed by ``csv``, a ``typed_csv.CsvOptions``, when given)."""
+    return io.read_spark(spark, io.resolve_path(spec, what, csv))
 
 
 def _settings(runs: int, base_partitions: int) -> list[RunSettings]:

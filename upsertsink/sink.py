@@ -12,13 +12,14 @@ from datetime import timedelta
 from typing import Any
 
 from upsertsink import batch as B
-from upsertsink import markers, predicate
+from upsertsink import interrupts, predicate
 from upsertsink.engines.base import Engine, WriteRequest
 from upsertsink.errors import InvalidInputError, UpsertSinkError, option
 from upsertsink.io import is_spark_frame
 from upsertsink.protocol import Settings, WriteResult, write
 from upsertsink.session import is_connect, require_connect, require_spark
 from upsertsink.storage import deltalake_options
+from upsertsink.table import files
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ class UpsertSink:
         its location when this process can, else works through Spark SQL on the name only ("Spark-only
         mode", for catalogs that hide the files); False always Spark-only; True always the files (see
         docs/user-guide.md, "Spark Connect and catalogs")."""
-        from upsertsink import catalog
+        from upsertsink.table import catalog
 
         if "target" in options or "_table_name" in options or "_file_access" in options:
             raise InvalidInputError("UpsertSink.for_table takes the table's name, not a target path")
@@ -214,6 +215,9 @@ class UpsertSink:
 
             with api_for(data):  # Spark columns of the batch's kind: classic or Connect
                 return write(engine, request, settings)
+        except KeyboardInterrupt:  # raised unchanged, after logging whether the batch was committed
+            interrupts.report()
+            raise
         finally:
             engine.close()
 
@@ -222,21 +226,21 @@ class UpsertSink:
         if self.table_name is not None and not self._locate(None, None):
             return None  # no table of that name yet
         if self.spark_only:
-            from upsertsink.catalog_table import named_errors
+            from upsertsink.table.named import named_errors
 
             with named_errors(self.table_name, "reading the last batch id of"):
-                from upsertsink import ledger
+                from upsertsink.table import lineage
 
-                return ledger.app_state(self._named.snapshot(), self.app_id).marker
+                return lineage.app_state(self._named.snapshot(), self.app_id).marker
         assert self.target is not None
-        return markers.last_batch_id(self.target, self.app_id, deltalake_options(self.target, self.storage_options))
+        return files.last_batch_id(self.target, self.app_id, deltalake_options(self.target, self.storage_options))
 
     def batches(self, app_id: str | None = None, detail: Any = 50) -> Any:
         """The batch ledger of the table for this sink's app id (or ``app_id``): ``committed`` ranges, ``gaps``,
         ``undone`` and ``late`` ids, ``missing(expected)`` and per-batch ``records`` (of the newest ``detail``
-        batches; ``"all"``, or batch ids); a ``upsertsink.batch_ledger.BatchLedger``. See docs/user-guide.md,
+        batches; ``"all"``, or batch ids); a ``upsertsink.table.batch_ledger.BatchLedger``. See docs/user-guide.md,
         "Streaming restarts, new checkpoints and backfills"."""
-        from upsertsink.batch_ledger import for_sink
+        from upsertsink.table.batch_ledger import for_sink
 
         return for_sink(self, app_id, detail)
 
@@ -246,7 +250,7 @@ class UpsertSink:
         docs/user-guide.md, "Running a stream for months". ``adopt_clone``: the table is a clone whose source
         cannot be read any more; write it from now on without the source's history ("Operating on a sink's
         table")."""
-        from upsertsink.maintenance import maintain
+        from upsertsink.table.maintenance import maintain
 
         if self.table_name is not None and not self._locate(None, None):
             raise InvalidInputError(f"table {self.table_name} does not exist: there is nothing to maintain")
@@ -256,8 +260,15 @@ class UpsertSink:
         return maintain(self.target, deltalake_options(self.target, self.storage_options), adopt_clone=adopt_clone)
 
     def foreach_batch(self, df: Any, epoch_id: int) -> None:
-        """For ``df.writeStream.foreachBatch(sink.foreach_batch)``: the epoch id is the batch id."""
-        self.write(df, batch_id=int(epoch_id))
+        """For ``df.writeStream.foreachBatch(sink.foreach_batch)``: the epoch id is the batch id. A write that
+        the query's ``stop()`` interrupted ends the query quietly (``interrupts.stream_stopped``)."""
+        try:
+            self.write(df, batch_id=int(epoch_id))
+        except Exception as err:
+            stopped = interrupts.stream_stopped(df, err)
+            if stopped is None:
+                raise
+            raise stopped from None
 
     def __repr__(self) -> str:
         if self.table_name is not None:
@@ -270,8 +281,8 @@ class UpsertSink:
         """A batch for a named table as a Spark DataFrame: pandas and Arrow go through the active session."""
         if is_spark_frame(data):
             return data
-        from upsertsink import catalog
         from upsertsink.io import to_arrow_table
+        from upsertsink.table import catalog
 
         spark = catalog.active_session(f"UpsertSink.for_table({self.table_name!r}).write with a pandas or Arrow batch")
         return spark.createDataFrame(to_arrow_table(data))
@@ -279,10 +290,10 @@ class UpsertSink:
     def _locate(self, spark: Any, df: Any) -> bool:
         """Find (with ``df``: create) the named table; sets ``self.target`` to its location and, at the first
         call, chooses the mode (``file_access``). False when the table does not exist and ``df`` is None."""
-        from upsertsink import catalog
+        from upsertsink.table import catalog
 
         assert self.table_name is not None
-        if not self.spark_only and self.target is not None and markers.table_exists(
+        if not self.spark_only and self.target is not None and files.table_exists(
                 self.target, deltalake_options(self.target, self.storage_options)):
             return True  # still where the catalog said it was (a dropped table is looked up again)
         if spark is None:
@@ -290,7 +301,7 @@ class UpsertSink:
         if self.spark_only and self._named is not None and self._named.spark is spark:
             # the table of the previous write: still there (a dropped one is created again below)? What DESCRIBE
             # DETAIL said is kept while only this sink commits (NamedTable._validate)
-            from upsertsink.catalog_table import named_errors
+            from upsertsink.table.named import named_errors
 
             with named_errors(self.table_name, "looking up"):
                 if spark.catalog.tableExists(self.table_name):
@@ -312,7 +323,7 @@ class UpsertSink:
         if self.spark_only is None:
             self.spark_only = self._choose_mode(found)
         if self.spark_only:
-            from upsertsink.catalog_table import NamedTable
+            from upsertsink.table.named import NamedTable
 
             self._refuse_history()
             self._named = NamedTable(spark, self.table_name, detail)
@@ -327,7 +338,7 @@ class UpsertSink:
             mode = not self.file_access
             reason = f"file_access={self.file_access}"
         else:
-            from upsertsink.catalog_table import files_readable
+            from upsertsink.table.named import files_readable
 
             readable, why = files_readable(location, deltalake_options(location, self.storage_options))
             if readable:
@@ -343,7 +354,7 @@ class UpsertSink:
 
     def _refuse_history(self) -> None:
         if self._history is not None:
-            from upsertsink.catalog_table import CatalogTableError
+            from upsertsink.table.named import CatalogTableError
 
             raise CatalogTableError(
                 f"table {self.table_name}: a history sink (scd_type=2) keeps its events in files beside the table, "
@@ -354,7 +365,7 @@ class UpsertSink:
 
     def _maintain_named(self) -> Any:
         """Spark-only mode's maintenance: the companion tombstone table of this sink's keys, cleaned by SQL."""
-        from upsertsink.catalog_table import NamedTombstoneStore
+        from upsertsink.table.named import NamedTombstoneStore
 
         if self.sequence_by is None or self.delete_when is None:
             return {"table": self.table_name, "tombstones": []}

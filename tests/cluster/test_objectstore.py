@@ -28,7 +28,7 @@ from clusterlib import (
 from deltalake import DeltaTable
 
 from upsertsink import InvalidInputError, UpsertSink
-from upsertsink.markers import decode_metadata
+from upsertsink.table.commit_log import decode_metadata
 
 ALLOWED = {"committed", "skipped", "retrying", "gave up"}
 
@@ -207,7 +207,7 @@ def _check_in_place(store, run: str, name: str) -> None:
 
 
 def _ids(path: str, options: dict[str, str]) -> list[int]:
-    from upsertsink.tombstones import deltalake_uri
+    from upsertsink.sidecar.folder import deltalake_uri
 
     return sorted(DeltaTable(deltalake_uri(path), storage_options=options).to_pyarrow_table()["id"].to_pylist())
 

@@ -170,11 +170,11 @@ def late_order(n: int, seed: int) -> list[int]:
 
 def record_of(path: str, app_id: str) -> tuple[tuple[int, int], ...]:
     """The committed batch ids the table's log records for ``app_id`` (read as a new process would)."""
-    from upsertsink import ledger
-    from upsertsink.markers import open_snapshot
+    from upsertsink.table import lineage
+    from upsertsink.table.files import open_snapshot
 
-    ledger._CACHE.clear()
-    return ledger.app_state(open_snapshot(path), app_id).record.ranges
+    lineage._CACHE.clear()
+    return lineage.app_state(open_snapshot(path), app_id).record.ranges
 
 
 def save_feed(feed: list[list[dict]], path: Path) -> Path:

@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import WRITER, change_feed, model, record_of, run_writer, save_feed, table_state
 
-from upsertsink.markers import decode_metadata, last_batch_id
+from upsertsink.table.commit_log import decode_metadata
+from upsertsink.table.files import last_batch_id
 
 ALLOWED = {"written", "skipped", "conflict"}
 

@@ -17,7 +17,9 @@ import uuid
 import pytest
 from harness import DELETE_WHEN, KEYS, SEQUENCE, arrow_batch, model, table_state
 
-from upsertsink import ConcurrentWriteError, UpsertSink, WriteFailedError, ledger, markers, tombstones
+from upsertsink import ConcurrentWriteError, UpsertSink, WriteFailedError
+from upsertsink.sidecar import tombstones
+from upsertsink.table import files, lineage
 
 SIZE = "6m"
 
@@ -73,8 +75,8 @@ def run_feed(disk, seed: int, frame) -> tuple[list[list[dict]], int]:
         finally:
             ballast.unlink()
         if rng.random() < 0.3:  # sometimes a new process does the re-send
-            markers.forget_handles()
-            ledger.forget()
+            files.forget_handles()
+            lineage.forget()
             tombstones.forget_indexes()
         for attempt in range(3):  # the re-send, with space: converges (a skip when the failed write committed)
             try:

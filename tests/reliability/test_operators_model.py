@@ -28,8 +28,10 @@ from harness import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from upsertsink import BatchIdBehindMarkerError, UpsertSink, ledger, markers, tombstones
+from upsertsink import BatchIdBehindMarkerError, UpsertSink
 from upsertsink.faults import FAULT_EXIT_CODE
+from upsertsink.sidecar import tombstones
+from upsertsink.table import files, lineage
 
 FEED = change_feed(seed=13, batches=7, keys=8, size=(2, 6))
 _runs = itertools.count()
@@ -43,8 +45,8 @@ step = st.one_of(
 
 
 def _forget() -> None:
-    markers.forget_handles()
-    ledger.forget()
+    files.forget_handles()
+    lineage.forget()
     tombstones.forget_indexes()
 
 

@@ -49,7 +49,7 @@ def test_spark_only_writers_racing_on_one_named_table_converge_to_the_model(spar
     import threading
 
     from upsertsink.errors import ConcurrentWriteError
-    from upsertsink.markers import decode_metadata
+    from upsertsink.table.commit_log import decode_metadata
 
     data = change_feed(seed=23, batches=5, keys=12, size=(4, 8))
     name = f"{schema}.raced"

@@ -44,7 +44,9 @@ class Side:
 
 
 def resolve(value: Any, name: str) -> Side:
-    """Check one input of ``diff()`` and say what it is."""
+    """Check one input of ``diff()`` and say what it is (an ``io.PathInput`` is one checked already)."""
+    if isinstance(value, io.PathInput):
+        return Side(name, value.kind, value.spec, path=value)
     if isinstance(value, (str, os.PathLike)):
         src = io.resolve_path(value, name)
         return Side(name, src.kind, src.spec, path=src)

@@ -3,7 +3,7 @@
 The protocol (``upsertsink/protocol.py``) decides; an engine executes. An engine holds one batch (a Spark
 DataFrame or an Arrow table) and answers a fixed set of questions about it, each taking the
 :class:`WriteRequest` (what the sink was asked to do) and, where the table matters, the attempt's
-:class:`~upsertsink.markers.Snapshot`. Neither engine imports the other; what they share lives in
+:class:`~upsertsink.table.files.Snapshot`. Neither engine imports the other; what they share lives in
 ``fingerprint.py`` (row hashes), ``tombstones.py`` (remembered deletes), ``conflicts.py`` (lost races),
 ``predicate.py`` (``delete_when``) and ``spec.py`` (the MERGE plan).
 """
@@ -18,9 +18,9 @@ import pyarrow as pa
 
 from upsertsink.batch import Column
 from upsertsink.fingerprint import Fingerprint
-from upsertsink.markers import Snapshot
 from upsertsink.predicate import Predicate
 from upsertsink.spec import MergePlan
+from upsertsink.table.files import Snapshot
 
 
 @dataclass(frozen=True)

@@ -11,17 +11,20 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertsink import arrow_batch, faults, markers, table_checks
+from upsertsink import arrow_batch, faults
 from upsertsink import batch as B
 from upsertsink import fingerprint as fp
 from upsertsink.arrow_batch import prepare_arrow
 from upsertsink.conflicts import RetryableConflict, deltalake_conflict
 from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteRequest
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
-from upsertsink.markers import Snapshot
 from upsertsink.pruning import FileRanges, file_ranges, sql_literal
+from upsertsink.sidecar.folder import deltalake_uri
+from upsertsink.sidecar.tombstones import SEQUENCE, key_column
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan
-from upsertsink.tombstones import SEQUENCE, deltalake_uri, key_column
+from upsertsink.table import checks as table_checks
+from upsertsink.table import commit_log
+from upsertsink.table.files import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +239,7 @@ class EmbeddedEngine:
             )
             table.update_incremental()  # the handle stays at the version it read otherwise
             faults.point("marker-only-committed")
-            mine = markers.find_write(
+            mine = commit_log.find_write(
                 table.table_uri, _token(props), before, table.version(), self.storage_options
             )
             if mine is not None:

@@ -37,9 +37,9 @@ from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteR
 from upsertsink.engines.spark_merge import analysis_error as _analysis_error
 from upsertsink.engines.spark_merge import col as _col
 from upsertsink.errors import InvalidInputError, SchemaMismatchError
-from upsertsink.markers import Snapshot
+from upsertsink.sidecar.tombstones import SEQUENCE, key_column
 from upsertsink.spec import DELETE_FLAG, MergePlan
-from upsertsink.tombstones import SEQUENCE, key_column
+from upsertsink.table.files import Snapshot
 
 log = logging.getLogger(__name__)
 

@@ -26,15 +26,17 @@ from typing import Any
 import pyarrow as pa
 
 from upsertsink import batch as B
-from upsertsink import faults, markers, table_checks
+from upsertsink import faults
 from upsertsink.conflicts import RetryableConflict, first_line, spark_conflict, spark_error_class
 from upsertsink.engines.base import CommitOutcome, Marker, PreparedBatch, WriteRequest
 from upsertsink.errors import SchemaMismatchError, TableNotWritableError
-from upsertsink.markers import Snapshot
 from upsertsink.pruning import FileRanges, file_ranges
 from upsertsink.session import is_connect
+from upsertsink.sidecar.tombstones import SEQUENCE, key_column
 from upsertsink.spec import DELETE_FLAG, SOURCE, TARGET, MergePlan, quote
-from upsertsink.tombstones import SEQUENCE, key_column
+from upsertsink.table import checks as table_checks
+from upsertsink.table import commit_log, files
+from upsertsink.table.files import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +140,7 @@ def _create(
         writer = writer.option("delta.columnMapping.mode", "name")
     writer.save(request.target)
     faults.point("table-created")
-    commit = markers.read_commit_info(request.target, 0, request.storage_options) or {}
+    commit = commit_log.read_commit_info(request.target, 0, request.storage_options) or {}
     inserted = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
     return CommitOutcome(version=0, inserted=inserted, updated=0, deleted=0, files_scanned=0)
 
@@ -262,7 +264,7 @@ def _target_frame(spark: Any, request: WriteRequest) -> Any:
 def _find_write(request: WriteRequest, token: str | None, after: int, latest: int) -> int | None:
     if request.catalog is not None:
         return request.catalog.find_write(token, after, latest)
-    return markers.find_write(request.target, token, after, latest, request.storage_options)
+    return commit_log.find_write(request.target, token, after, latest, request.storage_options)
 
 
 def _pruning_sql(ranges: dict[str, tuple[Any, Any]] | None, found: FileRanges | None) -> str | None:
@@ -443,11 +445,11 @@ def _clauses(merge: Any, plan: MergePlan) -> Any:
 
 
 def _version(request: WriteRequest) -> int | None:
-    """The table's latest version, through the handle kept between writes (``markers.open_snapshot``); in
+    """The table's latest version, through the handle kept between writes (``files.open_snapshot``); in
     Spark-only mode from its history."""
     if request.catalog is not None:
         return request.catalog.latest_version()
-    return markers.latest_version(request.target, request.storage_options)
+    return files.latest_version(request.target, request.storage_options)
 
 
 def _pruning(alias: str | None, ranges: dict[str, tuple[Any, Any]] | None, found: FileRanges | None):

@@ -28,8 +28,9 @@ import re
 import threading
 from typing import Any
 
-from upsertsink import ledger
-from upsertsink.tombstones import ROOT_DIR, TOMBSTONE_ROOT, TombstoneStore, _Folder, deltalake_uri
+from upsertsink.sidecar.folder import ROOT_DIR, Folder, deltalake_uri, folder_about, scopes
+from upsertsink.sidecar.tombstones import TOMBSTONE_ROOT, TombstoneStore
+from upsertsink.table import lineage, records
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +55,14 @@ def source_of(info: dict[str, Any]) -> tuple[str | None, int | None, str]:
     return path, cloned, named
 
 
-def inherited_record(snapshot: Any, info: dict[str, Any], app_id: str) -> ledger.Record | str:
+def inherited_record(snapshot: Any, info: dict[str, Any], app_id: str) -> records.Record | str:
     """The record ``app_id`` had in the clone's source at the cloned version, or a sentence saying why it
     cannot be known."""
     data = inheritance(snapshot, info)
     if isinstance(data, str):
         return data
-    found = ledger.Record.decode((data.get("apps") or {}).get(app_id))
-    return found if found is not None else ledger.Record()
+    found = records.Record.decode((data.get("apps") or {}).get(app_id))
+    return found if found is not None else records.Record()
 
 
 def inheritance(snapshot: Any, info: dict[str, Any]) -> dict[str, Any] | str:
@@ -108,7 +109,7 @@ def _what_to_do(snapshot: Any) -> str:
             "are not remembered)")
 
 
-def _read(folder: _Folder) -> dict[str, Any] | None:
+def _read(folder: Folder) -> dict[str, Any] | None:
     raw = folder.read_bytes(INHERITED)
     if not raw:
         return None
@@ -122,7 +123,7 @@ def _read(folder: _Folder) -> dict[str, Any] | None:
 def _open(path: str, version: int, storage_options: dict[str, str] | None) -> Any:
     from deltalake import DeltaTable
 
-    from upsertsink.markers import Snapshot
+    from upsertsink.table.files import Snapshot
 
     table = DeltaTable(deltalake_uri(path), version=version, storage_options=storage_options)
     return Snapshot(path, table, storage_options)
@@ -130,10 +131,10 @@ def _open(path: str, version: int, storage_options: dict[str, str] | None) -> An
 
 def _apps(source: Any) -> set[str]:
     """The apps that wrote the source: those listed beside it, and those of its recent commits."""
-    from upsertsink.markers import decode_metadata
+    from upsertsink.table.commit_log import decode_metadata
 
     found = set()
-    folder = source.sidecar(ledger.APPS_DIR)
+    folder = source.sidecar(lineage.APPS_DIR)
     for name in folder.names():
         if name.endswith(".json"):
             raw = folder.read_bytes(name)
@@ -151,7 +152,7 @@ def _apps(source: Any) -> set[str]:
 
 
 def _take_over(clone: Any, source: Any, path: str, version: int, info: dict[str, Any]) -> dict[str, Any]:
-    apps = {app: ledger.app_state(source, app).record.encode() for app in sorted(_apps(source))}
+    apps = {app: lineage.app_state(source, app).record.encode() for app in sorted(_apps(source))}
     _copy_tombstones(clone, source, info)
     return {"table_id": clone.table_id, "source": path, "source_version": version, "apps": apps}
 
@@ -163,14 +164,13 @@ def _copy_tombstones(clone: Any, source: Any, info: dict[str, Any]) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from upsertsink.maintenance import _scopes, folder_about
-    from upsertsink.tombstones import APP, BATCH, DELETED_AT, READ, TABLE
+    from upsertsink.sidecar.tombstones import APP, BATCH, DELETED_AT, READ, TABLE
 
-    in_effect = ledger.InEffect(source)
+    in_effect = lineage.InEffect(source)
     cloned_at_us = int(info.get("timestamp") or 0) * 1000
-    root = _Folder(source.path, TOMBSTONE_ROOT, source.storage_options)
-    for scope in sorted(_scopes(root)):
-        folder = _Folder(source.path, f"{TOMBSTONE_ROOT}/{scope}", source.storage_options)
+    root = Folder(source.path, TOMBSTONE_ROOT, source.storage_options)
+    for scope in sorted(scopes(root)):
+        folder = Folder(source.path, f"{TOMBSTONE_ROOT}/{scope}", source.storage_options)
         about = folder_about(folder, "upsertsink.tombstones")
         if about is None:
             continue
@@ -184,7 +184,7 @@ def _copy_tombstones(clone: Any, source: Any, info: dict[str, Any]) -> None:
         deleted = rows[DELETED_AT].to_numpy(zero_copy_only=False)
         for i in np.flatnonzero(keep):
             if apps[i] is not None and batches[i] is not None:
-                keep[i] = in_effect.record(apps[i]).verdict(batches[i]) == ledger.COMMITTED
+                keep[i] = in_effect.record(apps[i]).verdict(batches[i]) == records.COMMITTED
             else:  # no batch id to go by: recorded before the clone was made
                 keep[i] = deleted[i] <= cloned_at_us
         taken = rows.filter(pa.array(keep))
@@ -193,7 +193,7 @@ def _copy_tombstones(clone: Any, source: Any, info: dict[str, Any]) -> None:
         n = taken.num_rows
         taken = taken.set_column(taken.schema.get_field_index(TABLE), TABLE, pa.array([clone.table_id] * n, pa.string()))
         taken = taken.set_column(taken.schema.get_field_index(READ), READ, pc.cast(pa.array([-1] * n), pa.int64()))
-        target = _Folder(clone.path, f"{TOMBSTONE_ROOT}/{scope}", clone.storage_options)
+        target = Folder(clone.path, f"{TOMBSTONE_ROOT}/{scope}", clone.storage_options)
         target.write(f"i-{clone.table_id}.parquet", taken, {"upsertsink.tombstones": json.dumps(about)})
 
 

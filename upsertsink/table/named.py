@@ -38,8 +38,7 @@ import pyarrow as pa
 
 from upsertsink.conflicts import first_line, spark_conflict, spark_error_class
 from upsertsink.errors import UpsertSinkError
-from upsertsink.markers import decode_metadata
-from upsertsink.tombstones import (
+from upsertsink.sidecar.tombstones import (
     APP,
     BATCH,
     DELETED_AT,
@@ -50,6 +49,7 @@ from upsertsink.tombstones import (
     TombstoneStore,
     key_column,
 )
+from upsertsink.table.commit_log import decode_metadata
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +288,7 @@ class NamedTable:
 
 def _chain_value(meta: dict[str, Any] | None, txn_app: str) -> int | None:
     """The txn version a commit of ours set for ``txn_app`` (an app id, or its late-chain id), else None."""
-    from upsertsink.ledger import LATE_PREFIX
+    from upsertsink.table.records import LATE_PREFIX
 
     if not meta:
         return None
@@ -304,7 +304,7 @@ def _chain_value(meta: dict[str, Any] | None, txn_app: str) -> int | None:
 @dataclass
 class NamedSnapshot:
     """The table at the version its recent history was read at: the questions ``ledger`` and ``markers``
-    ask of a :class:`upsertsink.markers.Snapshot`, answered from ``DESCRIBE HISTORY``."""
+    ask of a :class:`upsertsink.table.files.Snapshot`, answered from ``DESCRIBE HISTORY``."""
 
     named: NamedTable
     spark_only: bool = True
@@ -404,18 +404,24 @@ class NamedSnapshot:
 
     @property
     def table_id(self) -> str | None:
-        """The table's identity (Delta's ``metaData.id``, from ``DESCRIBE DETAIL``)."""
+        """The table's identity (:func:`commit_log.identity`; the ``metaData.id`` of ``DESCRIBE DETAIL`` stands
+        for the id a commit set, which SQL cannot read for an older version)."""
         if not self.exists:
             return None
-        found = self.named.detail().get("id")
-        return None if found is None else str(found)
+        if "_identity" not in self.__dict__:
+            from upsertsink.table.commit_log import identity
+
+            found = self.named.detail().get("id")
+            current = None if found is None else str(found)
+            self.__dict__["_identity"] = identity(self, current, lambda v: current)
+        return self.__dict__["_identity"]
 
     def origin_id(self) -> str | None:
         """Every tombstone of a named table is recorded with its identity: none is matched by its origin."""
         return self.table_id
 
     def restored_version(self, info: dict[str, Any], at: int) -> int | None:
-        from upsertsink.markers import restored_version
+        from upsertsink.table.commit_log import restored_version
 
         return restored_version(self, info, at)
 
@@ -442,6 +448,15 @@ class NamedSnapshot:
 
     def names_at(self, version: int) -> dict[str, str]:
         return {}  # Spark does not show a name-only table's physical column names
+
+    def column_mapping(self) -> dict[str, str]:
+        return {}
+
+    def physical_names(self, names: tuple[str, ...]) -> None:
+        return None
+
+    def find_write(self, token: str | None, after: int, latest: int) -> int | None:
+        return self.named.find_write(token, after, latest)
 
 
 # ---------------------------------------------------------------- tombstones in a companion table
@@ -506,7 +521,7 @@ class NamedTombstoneStore(TombstoneStore):
     def _ensure(self) -> None:
         if self._exists():
             return
-        from upsertsink.catalog import save_new_table
+        from upsertsink.table.catalog import save_new_table
 
         writer = self.spark.createDataFrame([], self._schema()).write.format("delta").mode("ignore")
         try:
@@ -676,9 +691,10 @@ def forget() -> None:
 
 
 def named_status(spark: Any, name: str, limit: int = 10, version: int | None = None) -> dict[str, Any]:
-    """``markers.status`` of the table ``name`` from ``DESCRIBE HISTORY`` on its name (no file access): its
+    """``status.status`` of the table ``name`` from ``DESCRIBE HISTORY`` on its name (no file access): its
     version (or ``version``), the last batch id of each app id in the listed history, the recent commits."""
-    from upsertsink.markers import STATUS_HISTORY, _app_markers, _marker_only, _metric, late_batch
+    from upsertsink.table.commit_log import STATUS_HISTORY, late_batch, marker_only, metric
+    from upsertsink.table.status import _app_markers
 
     named = NamedTable(spark, name)
     listed = named.history(None if version is not None else max(limit, STATUS_HISTORY))
@@ -702,18 +718,18 @@ def named_status(spark: Any, name: str, limit: int = 10, version: int | None = N
                 "version": commit["version"], "timestamp": _millis(commit.get("timestamp")),
                 "operation": commit.get("operation"),
                 "app_id": meta.get("app_id") if meta else None, "batch_id": meta.get("batch_id") if meta else None,
-                "marker_only": _marker_only(meta, commit, metrics), "late": late_batch(meta),
+                "marker_only": marker_only(meta, commit, metrics), "late": late_batch(meta),
                 "reapplied": bool(meta and meta.get("reapplied")),
-                "inserted": _metric(metrics, "numTargetRowsInserted", "numOutputRows"),
-                "updated": _metric(metrics, "numTargetRowsUpdated"),
-                "deleted": _metric(metrics, "numTargetRowsDeleted"),
+                "inserted": metric(metrics, "numTargetRowsInserted", "numOutputRows"),
+                "updated": metric(metrics, "numTargetRowsUpdated"),
+                "deleted": metric(metrics, "numTargetRowsDeleted"),
                 "files_scanned": meta.get("files_scanned") if meta else None,
-                "files_rewritten": _metric(metrics, "numTargetFilesRemoved", "numRemovedFiles"),
+                "files_rewritten": metric(metrics, "numTargetFilesRemoved", "numRemovedFiles"),
             })
     undone: dict[str, Any] = {}
     summaries: dict[str, Any] = {}  # the batch ledger's summary per app (issue #48)
     if batches:  # the apps' records along the lineage of the table as it is (or was at ``version``)
-        from upsertsink.batch_ledger import named_snapshot
+        from upsertsink.table.batch_ledger import named_snapshot
 
         found = _app_markers(named_snapshot(spark, name, version), list(batches))
         batches, undone, summaries = found["batches"], found["undone"], found["ledger"]
@@ -740,7 +756,7 @@ def files_readable(location: str, storage_options: dict[str, str] | None) -> tup
     try:
         from deltalake import DeltaTable
 
-        from upsertsink.tombstones import deltalake_uri
+        from upsertsink.sidecar.folder import deltalake_uri
 
         DeltaTable(deltalake_uri(location), storage_options=storage_options).version()
     except Exception as err:  # noqa: BLE001 - refused, unreachable, no credentials, an unknown scheme: all mean no

@@ -1,7 +1,7 @@
 """The batch ledger (issue #48): which batch ids each app committed to a table, which are missing, which a
 RESTORE undid, which were applied late, and, per batch, the commit that holds it.
 
-The summary of an app is the sink's own record (:func:`upsertsink.ledger.app_state`): the committed ranges,
+The summary of an app is the sink's own record (:func:`upsertsink.table.lineage.app_state`): the committed ranges,
 the floor below which ids are unknown, the ids a RESTORE undid and the ids applied late travel in the app's
 newest commit, so reading them never replays the log (a stream's table with 100k commits, or one whose early
 log Delta's cleanup removed, costs the same). The per-batch detail (version, commit time, row counts, late,
@@ -25,8 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from upsertsink import ledger
 from upsertsink.errors import InvalidInputError, NotADeltaTableError
+from upsertsink.table import records as rec
+from upsertsink.table.commit_log import decode_metadata, late_batch, marker_only, metric
+from upsertsink.table.lineage import APPS_DIR, app_state
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +51,13 @@ def _as_ranges(ids: Any) -> Ranges:
     if isinstance(ids, range) and ids.step == 1:
         return ((ids.start, ids.stop - 1),) if len(ids) else ()
     if isinstance(ids, tuple) and all(isinstance(r, tuple) and len(r) == 2 for r in ids):
-        return ledger._merged(ids)
+        return rec._merged(ids)
     out = []
     for i in ids:
         if isinstance(i, bool) or not isinstance(i, int):
             raise InvalidInputError(f"expected batch ids must be integers, got {i!r}")
         out.append((i, i))
-    return ledger._merged(out)
+    return rec._merged(out)
 
 
 def count_ids(ranges: Ranges) -> int:
@@ -64,7 +66,7 @@ def count_ids(ranges: Ranges) -> int:
 
 
 def _intersect(a: Ranges, b: Ranges) -> Ranges:
-    return ledger._minus(a, ledger._minus(a, b))
+    return rec._minus(a, rec._minus(a, b))
 
 
 def _expand(ranges: Ranges) -> list[int]:
@@ -99,7 +101,7 @@ def parse_ids(text: str) -> Ranges:
         lo, hi = _ends(part)
         a, b = _integer(lo, part), _integer(hi, part)
         out.append(_ordered(a, b, part))
-    return ledger._merged(out)
+    return rec._merged(out)
 
 
 def parse_dates(text: str) -> Ranges:
@@ -119,7 +121,7 @@ def parse_dates(text: str) -> Ranges:
             else:
                 out.append((ident, ident))
             day += datetime.timedelta(days=1)
-    return ledger._merged(out)
+    return rec._merged(out)
 
 
 def _parts(text: str, example: str) -> list[str]:
@@ -224,9 +226,9 @@ class AppLedger:
     records: tuple[BatchRecord, ...] = ()
 
     @staticmethod
-    def from_record(app_id: str, record: ledger.Record, late: Iterable[int] = (),
+    def from_record(app_id: str, record: rec.Record, late: Iterable[int] = (),
                     records: tuple[BatchRecord, ...] = ()) -> AppLedger:
-        lates = ledger._merged((*record.late, *((b, b) for b in late)))
+        lates = rec._merged((*record.late, *((b, b) for b in late)))
         return AppLedger(app_id, record.ranges, record.floor, record.unknown, record.undone,
                          _intersect(lates, record.ranges), records)
 
@@ -242,7 +244,7 @@ class AppLedger:
 
     @property
     def unknown_below(self) -> int | None:
-        """The floor when ids below it are unknown (None when every id is known; ``ledger.ALL``: none is)."""
+        """The floor when ids below it are unknown (None when every id is known; ``records.ALL``: none is)."""
         return self.floor or None
 
     @property
@@ -251,7 +253,7 @@ class AppLedger:
         if not self.committed:
             return ()
         lo = max(self.committed[0][0], self.floor)
-        return ledger._minus(((lo, self.committed[-1][1]),), self.committed)
+        return rec._minus(((lo, self.committed[-1][1]),), self.committed)
 
     @property
     def undone_ids(self) -> Ranges:
@@ -259,11 +261,11 @@ class AppLedger:
 
     def verdict(self, batch_id: int) -> str:
         """``committed``, ``undone`` (a RESTORE undid it), ``never`` or ``unknown`` (below the floor)."""
-        return ledger.Record(self.committed, self.floor, self.undone).verdict(batch_id)
+        return rec.Record(self.committed, self.floor, self.undone).verdict(batch_id)
 
     def missing_ranges(self, expected: Any) -> Ranges:
         """The ``expected`` ids (a range, ranges or ids) that are not committed, as ranges."""
-        return ledger._minus(_as_ranges(expected), self.committed)
+        return rec._minus(_as_ranges(expected), self.committed)
 
     def missing(self, expected: Any) -> list[int]:
         """The ``expected`` ids (e.g. ``range(0, 100)``) that are not committed: never committed, undone by a
@@ -274,9 +276,9 @@ class AppLedger:
         """The missing ids of ``expected`` by why: ``undone`` (by a RESTORE), ``unknown`` (below the floor),
         ``never`` (not committed)."""
         missing = self.missing_ranges(expected)
-        undone = _intersect(missing, ledger._merged(self.undone_ids))
-        unknown = ledger._minus(_intersect(missing, ((0, self.floor - 1),)) if self.floor else (), undone)
-        never = ledger._minus(ledger._minus(missing, undone), unknown)
+        undone = _intersect(missing, rec._merged(self.undone_ids))
+        unknown = rec._minus(_intersect(missing, ((0, self.floor - 1),)) if self.floor else (), undone)
+        never = rec._minus(rec._minus(missing, undone), unknown)
         return {"missing": missing, "undone": undone, "unknown": unknown, "never": never}
 
     def record(self, batch_id: int) -> BatchRecord | None:
@@ -314,7 +316,7 @@ def summary_text(summary: dict[str, Any]) -> str:
         text += f", {summary['late']} late"
     below = summary.get("unknown_below")
     if below is not None:
-        text += ", every id unknown" if below == ledger.ALL else f", unknown below {below}"
+        text += ", every id unknown" if below == rec.ALL else f", unknown below {below}"
     return text
 
 
@@ -394,7 +396,7 @@ class BatchLedger:
 
 
 def read_ledger(snapshot: Any, label: str | None = None, app_id: str | None = None, detail: Any = 0) -> BatchLedger:
-    """The ledger of ``snapshot`` (a :class:`upsertsink.markers.Snapshot` or a table known by name only), for
+    """The ledger of ``snapshot`` (a :class:`upsertsink.table.files.Snapshot` or a table known by name only), for
     ``app_id`` or every app that wrote the table. ``detail``: which committed ids get a per-batch record, per
     app: a number (the newest N; 0 none), ``"all"``, or ids (a range, ranges or an iterable)."""
     label = label or snapshot.path
@@ -402,10 +404,10 @@ def read_ledger(snapshot: Any, label: str | None = None, app_id: str | None = No
         apps = {app_id: AppLedger(app_id)} if app_id is not None else {}
         return BatchLedger(label, None, apps)
     names = [app_id] if app_id is not None else app_ids(snapshot)
-    records: dict[str, ledger.Record] = {}
+    records: dict[str, rec.Record] = {}
     for name in names:
-        record = ledger.app_state(snapshot, name).record
-        if app_id is not None or record != ledger.Record():
+        record = app_state(snapshot, name).record
+        if app_id is not None or record != rec.Record():
             records[name] = record
     wanted = {name: set(_expand(_wanted(record.ranges, detail))) for name, record in records.items()}
     found, late = _walk(snapshot, records, wanted)
@@ -419,7 +421,7 @@ def read_ledger(snapshot: Any, label: str | None = None, app_id: str | None = No
 
 
 def _holds(ranges: Ranges, batch_id: int) -> bool:
-    return ledger._holds(ranges, batch_id)
+    return rec._holds(ranges, batch_id)
 
 
 def check_detail(detail: Any) -> Any:
@@ -450,10 +452,8 @@ def _wanted(committed: Ranges, detail: Any) -> Ranges:
 def app_ids(snapshot: Any) -> list[str]:
     """The apps that wrote the table: listed beside it, taken over by a clone, in the recent commits (a table
     known by name only: in its whole history)."""
-    from upsertsink.markers import decode_metadata
-
     found: set[str] = set()
-    folder = snapshot.sidecar(ledger.APPS_DIR)
+    folder = snapshot.sidecar(APPS_DIR)
     commits = snapshot.recent_commits()
     if folder is None:  # no files beside the table: the history names the apps
         commits = snapshot.all_commits()
@@ -479,7 +479,7 @@ def _app_in(raw: bytes | None) -> list[str]:
 
 def _cloned_apps(snapshot: Any) -> list[str]:
     """The apps whose records a clone took over from its source (``_upsertsink/clone.json``)."""
-    from upsertsink.tombstones import ROOT_DIR
+    from upsertsink.sidecar.folder import ROOT_DIR
 
     raw = snapshot.sidecar(ROOT_DIR).read_bytes("clone.json")
     try:
@@ -524,18 +524,16 @@ class _Log:
     def _history(self, limit: int) -> list[dict[str, Any]]:
         if getattr(self.snapshot, "spark_only", False):
             return self.snapshot.named.history(limit + max(0, (self.snapshot.named.version() or 0) - self.top))
-        from upsertsink.markers import history
+        from upsertsink.table.commit_log import history
 
         return history(self.snapshot.table, limit, self.snapshot.storage_options, self.top)
 
 
-def _walk(snapshot: Any, records: dict[str, ledger.Record], wanted: dict[str, set[int]]
+def _walk(snapshot: Any, records: dict[str, rec.Record], wanted: dict[str, set[int]]
           ) -> tuple[dict[str, dict[int, BatchRecord]], dict[str, set[int]]]:
     """Follow the table's lineage down from the snapshot's version: the recent commits always, further only
     while an app's wanted ids are not all found. Returns the records found per app, and the committed ids of
     the commits passed that were applied late (commits made before records carried them)."""
-    from upsertsink.markers import decode_metadata, late_batch
-
     found: dict[str, dict[int, BatchRecord]] = {app: {} for app in records}
     late: dict[str, set[int]] = {app: set() for app in records}
     remaining = {app: set(ids) for app, ids in wanted.items() if ids}
@@ -553,7 +551,7 @@ def _walk(snapshot: Any, records: dict[str, ledger.Record], wanted: dict[str, se
                 break
             v = to
             continue
-        if operation == "CLONE" or operation in ledger.REPLACE_OPERATIONS:
+        if operation == "CLONE" or operation in rec.REPLACE_OPERATIONS:
             break  # the lineage goes on in another table, or began here
         meta = decode_metadata(info)
         app = meta.get("app_id") if meta else None
@@ -576,14 +574,12 @@ def _walk(snapshot: Any, records: dict[str, ledger.Record], wanted: dict[str, se
 
 
 def _batch_record(batch_id: int, version: int, info: dict[str, Any], meta: dict[str, Any]) -> BatchRecord:
-    from upsertsink.markers import _marker_only, _metric, late_batch
-
     metrics = info.get("operationMetrics") or {}
-    only = _marker_only(meta, {**info, "version": version}, metrics)
+    only = marker_only(meta, {**info, "version": version}, metrics)
     counts = [0, 0, 0] if only else [
-        _metric(metrics, "num_target_rows_inserted", "numTargetRowsInserted", "num_added_rows", "numOutputRows"),
-        _metric(metrics, "num_target_rows_updated", "numTargetRowsUpdated"),
-        _metric(metrics, "num_target_rows_deleted", "numTargetRowsDeleted"),
+        metric(metrics, "num_target_rows_inserted", "numTargetRowsInserted", "num_added_rows", "numOutputRows"),
+        metric(metrics, "num_target_rows_updated", "numTargetRowsUpdated"),
+        metric(metrics, "num_target_rows_deleted", "numTargetRowsDeleted"),
     ]
     # delta-spark commits a MERGE that changed no row (delta-rs makes none, and the sink then commits the marker
     # alone): either way the batch's commit only moved the marker
@@ -629,36 +625,36 @@ def batches(
 def read_path(path: str, app_id: str | None, version: int | None, detail: Any,
               storage_options: dict[str, str] | None, label: str | None = None) -> BatchLedger:
     """The ledger of the Delta table at ``path`` (at ``version``), read with deltalake."""
-    from upsertsink import markers
+    from upsertsink.table import files
 
     label = label or path
     if version is None:
-        snapshot = markers.open_snapshot(path, storage_options)
+        snapshot = files.open_snapshot(path, storage_options)
         try:
             if not snapshot.exists:
                 raise NotADeltaTableError(f"{label} is not a Delta table (no _delta_log): there is no ledger to read")
             return read_ledger(snapshot, label, app_id, detail)
         finally:
-            markers.keep(snapshot)
+            files.keep(snapshot)
     from deltalake import DeltaTable
 
-    from upsertsink.tombstones import deltalake_uri
+    from upsertsink.sidecar.folder import deltalake_uri
 
-    if not markers.table_exists(path, storage_options):
+    if not files.table_exists(path, storage_options):
         raise NotADeltaTableError(f"{label} is not a Delta table (no _delta_log): there is no ledger to read")
-    latest = markers.latest_version(path, storage_options)
+    latest = files.latest_version(path, storage_options)
     if latest is not None and version > latest:
         raise InvalidInputError(f"{label} has no version {version} (latest is {latest})")
     try:
         table = DeltaTable(deltalake_uri(path), version=version, storage_options=storage_options)
     except Exception as err:  # noqa: BLE001 - a version the log no longer holds: say so
         raise InvalidInputError(f"{label} cannot be read at version {version}: {str(err).splitlines()[0]}") from None
-    return read_ledger(markers.Snapshot(path, table, storage_options), label, app_id, detail)
+    return read_ledger(files.Snapshot(path, table, storage_options), label, app_id, detail)
 
 
 def named_snapshot(spark: Any, name: str, version: int | None = None) -> Any:
     """The table ``name`` known by name only (Spark-only mode: ``DESCRIBE HISTORY``), at ``version``."""
-    from upsertsink.catalog_table import RECENT_COMMITS, CatalogTableError, NamedTable, named_errors
+    from upsertsink.table.named import RECENT_COMMITS, CatalogTableError, NamedTable, named_errors
 
     named = NamedTable(spark, name)
     with named_errors(name, "reading the history of"):
@@ -677,8 +673,8 @@ def named_snapshot(spark: Any, name: str, version: int | None = None) -> Any:
 
 def _named_batches(table: str, app_id: str | None, version: int | None, detail: Any, spark_only: bool | None,
                    storage_options: dict[str, str] | None) -> BatchLedger:
-    from upsertsink import catalog
-    from upsertsink.catalog_table import files_readable, named_errors
+    from upsertsink.table import catalog
+    from upsertsink.table.named import files_readable, named_errors
 
     name = catalog.check_name(table)
     spark = catalog.active_session(f"upsertsink.batches(table={name!r})")
@@ -708,17 +704,17 @@ def for_sink(sink: Any, app_id: str | None = None, detail: Any = DETAIL_DEFAULT)
         if not sink._locate(None, None):
             return BatchLedger(label, None, {app: AppLedger(app)})
         if sink.spark_only:
-            from upsertsink.catalog_table import named_errors
+            from upsertsink.table.named import named_errors
 
             with named_errors(sink.table_name, "reading the ledger of"):
                 return read_ledger(sink._named.snapshot(), label, app, detail)
     else:
         label = sink.target
-    from upsertsink import markers
+    from upsertsink.table import files
 
     options = deltalake_options(sink.target, sink.storage_options)
-    snapshot = markers.open_snapshot(sink.target, options)
+    snapshot = files.open_snapshot(sink.target, options)
     try:
         return read_ledger(snapshot, label, app, detail)
     finally:
-        markers.keep(snapshot)
+        files.keep(snapshot)

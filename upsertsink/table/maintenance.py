@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from upsertsink import faults
-from upsertsink.tombstones import LEGACY_DIR, TOMBSTONE_ROOT, TombstoneStore, _Folder, deltalake_uri
+from upsertsink.sidecar.folder import LEGACY_DIR, Folder, deltalake_uri, folder_about, scopes
+from upsertsink.sidecar.tombstones import TOMBSTONE_ROOT, TombstoneStore
 
 log = logging.getLogger(__name__)
 
@@ -79,24 +80,24 @@ def maintain(path: str, storage_options: dict[str, str] | None = None, adopt_clo
     report = MaintenanceReport(path=path, version=table.version())
     if adopt_clone:
         _adopt(path, storage_options, report)
-    root = _Folder(path, TOMBSTONE_ROOT, storage_options)
-    for scope in sorted(_scopes(root)):
+    root = Folder(path, TOMBSTONE_ROOT, storage_options)
+    for scope in sorted(scopes(root)):
         store = _store_for(path, scope, storage_options)
         if store is None:
             continue
         done = store.compact()
         report.tombstones.append({"scope": scope, "keys": sorted(store.keys), "sequence": store.sequence, **done})
-    from upsertsink import history
-    from upsertsink.markers import open_snapshot
+    from upsertsink.sidecar import events
+    from upsertsink.table.files import open_snapshot
 
     snapshot = open_snapshot(path, storage_options)
-    for events in history.logs_of(path, storage_options, snapshot):
-        before = len([n for n in events.folder.names() if n.endswith(".parquet") and not n.startswith(".")])
-        events.compact(snapshot)
-        after = len([n for n in events.folder.names() if n.endswith(".parquet") and not n.startswith(".")])
-        report.history.append({"keys": sorted(events.keys), "sequence": events.sequence, "files_before": before,
+    for log_ in events.logs_of(path, storage_options, snapshot):
+        before = len([n for n in log_.folder.names() if n.endswith(".parquet") and not n.startswith(".")])
+        log_.compact(snapshot)
+        after = len([n for n in log_.folder.names() if n.endswith(".parquet") and not n.startswith(".")])
+        report.history.append({"keys": sorted(log_.keys), "sequence": log_.sequence, "files_before": before,
                                "files_after": after})
-    legacy = _Folder(path, LEGACY_DIR, storage_options)
+    legacy = Folder(path, LEGACY_DIR, storage_options)
     report.legacy_tombstone_table = bool(legacy.names()) if legacy.local is not None else False
     report.checkpoint_written = _checkpoint_if_due(table, storage_options)
     faults.point("maintain-checkpointed")
@@ -106,9 +107,9 @@ def maintain(path: str, storage_options: dict[str, str] | None = None, adopt_clo
 
 
 def _adopt(path: str, storage_options: dict[str, str] | None, report: MaintenanceReport) -> None:
-    from upsertsink import clones
     from upsertsink.errors import InvalidInputError
-    from upsertsink.markers import keep, open_snapshot
+    from upsertsink.table import clones
+    from upsertsink.table.files import keep, open_snapshot
 
     snapshot = open_snapshot(path, storage_options)
     try:
@@ -122,47 +123,13 @@ def _adopt(path: str, storage_options: dict[str, str] | None, report: Maintenanc
     report.clone_adopted = True
 
 
-def _scopes(root: _Folder) -> list[str]:
-    if root.local is not None:
-        import os
-
-        try:
-            return [d for d in os.listdir(root.local) if os.path.isdir(os.path.join(root.local, d))]
-        except FileNotFoundError:
-            return []
-    import pyarrow.fs as pafs
-
-    infos = root._remote().get_file_info(pafs.FileSelector(root.relative, allow_not_found=True))
-    return [i.base_name for i in infos if i.type == pafs.FileType.Directory]
-
-
 def _store_for(path: str, scope: str, storage_options: dict[str, str] | None) -> TombstoneStore | None:
     """The store of one scope, from what its files say about themselves (key and sequence columns)."""
 
-    about = folder_about(_Folder(path, f"{TOMBSTONE_ROOT}/{scope}", storage_options), "upsertsink.tombstones")
+    about = folder_about(Folder(path, f"{TOMBSTONE_ROOT}/{scope}", storage_options), "upsertsink.tombstones")
     if about is None:
         return None
     return TombstoneStore.for_scope(path, scope, tuple(about["keys"]), about["sequence"], storage_options)
-
-
-def folder_about(folder: _Folder, key: str) -> dict[str, Any] | None:
-    """What the first of a folder's parquet files says of itself under metadata ``key`` (the key and sequence
-    columns of a tombstone scope or a history event log); None when no file says it."""
-    import pyarrow.parquet as pq
-
-    for name in sorted(n for n in folder.names() if n.endswith(".parquet") and not n.startswith(".")):
-        try:
-            if folder.local is not None:
-                schema = pq.read_schema(f"{folder.local}/{name}")
-            else:
-                with folder._remote().open_input_file(f"{folder.relative}/{name}") as f:
-                    schema = pq.read_schema(f)
-        except FileNotFoundError:
-            continue
-        raw = (schema.metadata or {}).get(key.encode())
-        if raw:
-            return json.loads(raw)
-    return None
 
 
 def _checkpoint_if_due(table: Any, storage_options: dict[str, str] | None) -> int | None:
@@ -182,10 +149,10 @@ def _checkpoint_if_due(table: Any, storage_options: dict[str, str] | None) -> in
 
 
 def _last_checkpoint(table: Any, storage_options: dict[str, str] | None) -> int | None:
-    from upsertsink.markers import _log_fs
+    from upsertsink.table.commit_log import log_fs
 
     try:
-        with _log_fs(table.table_uri, storage_options).open_input_stream("_delta_log/_last_checkpoint") as f:
+        with log_fs(table.table_uri, storage_options).open_input_stream("_delta_log/_last_checkpoint") as f:
             return int(json.loads(f.read().decode())["version"])
     except (FileNotFoundError, OSError, KeyError, ValueError):
         return None

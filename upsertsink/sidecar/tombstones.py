@@ -33,11 +33,9 @@ recorded it, so one sink's shorter retention never purges another's tombstones.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import os
-import re
 import threading
 import time
 import uuid
@@ -47,19 +45,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from upsertsink import faults
 from upsertsink import fingerprint as fp
+from upsertsink.sidecar.folder import LEGACY_DIR, ROOT_DIR, Folder, deltalake_uri, now_us, scope_id
 
 log = logging.getLogger(__name__)
 
-ROOT_DIR = "_upsertsink"
 TOMBSTONE_ROOT = f"{ROOT_DIR}/tombstones"
-LEGACY_DIR = "_upsertsink_tombstones"  # upsertsink 0.1: one Delta table per target, whatever the keys
-# Folders the sink keeps inside a target: a target that holds only these is still a new table. Delta's VACUUM
-# and readers leave names starting with "_" alone.
-HELPER_DIRS = (ROOT_DIR, LEGACY_DIR)
 
 SEQUENCE = "sequence"
 DELETED_AT = "deleted_at_us"
@@ -85,171 +78,7 @@ def key_column(i: int) -> str:
     return f"k{i}"
 
 
-def scope_id(keys: tuple[str, ...], sequence: str) -> str:
-    """The folder name of a key set's tombstones: the key columns (as a set) and the sequence column, by name;
-    in a column-mapped table, by their physical names (stable under ``RENAME COLUMN``; a table that turned
-    column mapping on keeps its columns' names of that moment as their physical names, so its scopes stay)."""
-    text = json.dumps({"keys": sorted(keys), "sequence": sequence}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def physical_names(snapshot: Any, names: tuple[str, ...]) -> tuple[str, ...] | None:
-    """The physical names of ``names`` in a column-mapped table (Delta's ``columnMapping.physicalName``);
-    None when the table maps no columns (or is known by name only, or is not there yet)."""
-    table = getattr(snapshot, "table", None)
-    if table is None or getattr(snapshot, "spark_only", False):
-        return None
-    try:
-        if table.metadata().configuration.get("delta.columnMapping.mode", "none") == "none":
-            return None
-        fields = {f.name: f for f in table.schema().fields}
-    except Exception:  # noqa: BLE001 - a schema deltalake cannot read: logical names
-        return None
-    out = []
-    for name in names:
-        field_ = fields.get(name)
-        physical = (field_.metadata or {}).get("delta.columnMapping.physicalName") if field_ is not None else None
-        if not physical:
-            return None
-        out.append(str(physical))
-    return tuple(out)
-
-
-def _now_us() -> int:
-    return int(time.time() * 1_000_000)
-
-
 # ---------------------------------------------------------------- a folder of files, local or on a store
-
-
-def deltalake_uri(target: str) -> str:
-    """``target`` in the form deltalake reads as the literal folder or key. Every deltalake call the sink
-    makes (markers, history, the embedded engine, tombstone files on object storage) goes through it.
-
-    A local path is literal to deltalake already. A URI (``s3a://``, ``file://``) is parsed as a URL, so a
-    ``#`` or ``?`` would end the path (``s3a://b/hash#tag`` is the table ``s3a://b/hash``) and ``%`` starts an
-    escape, while Spark (Hadoop's ``Path``) takes every character of it literally: ``%``, ``#`` and ``?`` are
-    escaped. A target holding an escape already (``%`` and two hex digits) is refused by the sink, so such a
-    URI is one deltalake gave (a ``table_uri``) or one escaped here, and is returned as it is.
-    """
-    if "://" not in target or re.search(r"%[0-9A-Fa-f]{2}", target):
-        return target
-    scheme, rest = target.split("://", 1)
-    return f"{scheme}://" + rest.replace("%", "%25").replace("#", "%23").replace("?", "%3F")
-
-
-class _Folder:
-    """List, read, write and delete the files of one folder under a target (local or object store)."""
-
-    def __init__(self, target: str, relative: str, storage_options: dict[str, str] | None):
-        self.target = target.rstrip("/")
-        self.relative = relative
-        local = target.removeprefix("file://") if "://" not in target or target.startswith("file://") else None
-        self.local = None if local is None else os.path.join(local, relative)
-        self._fs: Any = None
-        self.storage_options = storage_options
-
-    @property
-    def uri(self) -> str:
-        return self.local if self.local is not None else f"{self.target}/{self.relative}"
-
-    def _remote(self) -> Any:
-        if self._fs is None:
-            import pyarrow.fs as pafs
-            from deltalake.fs import DeltaStorageHandler
-
-            self._fs = pafs.PyFileSystem(DeltaStorageHandler(deltalake_uri(self.target), self.storage_options))
-        return self._fs
-
-    def names(self) -> list[str]:
-        """The folder's file names (hidden ones included); empty when the folder is absent."""
-        if self.local is not None:
-            try:
-                return os.listdir(self.local)
-            except FileNotFoundError:
-                return []
-        return list(self.list())
-
-    def list(self) -> dict[str, float]:
-        """File name -> modification time (seconds), hidden names included; empty when the folder is absent."""
-        if self.local is not None:
-            try:
-                with os.scandir(self.local) as entries:
-                    return {e.name: e.stat().st_mtime for e in entries if e.is_file()}
-            except FileNotFoundError:
-                return {}
-        import pyarrow.fs as pafs
-
-        infos = self._remote().get_file_info(pafs.FileSelector(self.relative, allow_not_found=True))
-        return {
-            i.base_name: (i.mtime.timestamp() if i.mtime else time.time())
-            for i in infos if i.type == pafs.FileType.File
-        }
-
-    def read_bytes(self, name: str) -> bytes | None:
-        """The whole file; None when it does not exist."""
-        try:
-            if self.local is not None:
-                with open(os.path.join(self.local, name), "rb") as f:
-                    return f.read()
-            with self._remote().open_input_stream(f"{self.relative}/{name}") as f:
-                return f.read()
-        except (FileNotFoundError, OSError):
-            return None
-
-    def read(self, name: str) -> pa.Table | None:
-        """The file's rows; None for an empty file, which is never a tombstone file: a file is written whole
-        (a local rename, one PUT), so an empty one is the trace of a write that failed, and the writer that
-        failed never committed the batch whose deletes it held (an earlier version's failed writes on object
-        storage left such files)."""
-        if self.local is not None:
-            full = os.path.join(self.local, name)
-            if os.path.getsize(full) == 0:
-                return None
-            return pq.read_table(full)
-        with self._remote().open_input_file(f"{self.relative}/{name}") as f:
-            if f.size() == 0:
-                return None
-            return pq.read_table(f)
-
-    def write(self, name: str, table: pa.Table, metadata: dict[str, str]) -> None:
-        """Write ``name`` whole: readers see the complete file or none."""
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **{
-            k.encode(): v.encode() for k, v in metadata.items()}})
-        buf = io.BytesIO()
-        pq.write_table(table, buf)
-        self.write_bytes(name, buf.getvalue())
-
-    def write_bytes(self, name: str, data: bytes) -> None:
-        """Write ``name`` whole (a local file is renamed into place; an object-store PUT appears whole)."""
-        if self.local is not None:
-            os.makedirs(self.local, exist_ok=True)
-            temp = os.path.join(self.local, f".tmp-{uuid.uuid4().hex}")
-            with open(temp, "wb") as f:
-                f.write(data)
-            os.replace(temp, os.path.join(self.local, name))
-            return
-        # A PUT: whole or nothing. deltalake's raw stream takes bytes (through pyarrow's PyFileSystem every
-        # write failed with "'Buffer' object is not an instance of 'bytes'"), and it is closed, which is what
-        # uploads it, only after the whole file was written: a failed write leaves no object behind.
-        stream = self._raw_output(f"{self.relative}/{name}")
-        stream.write(data)
-        stream.close()
-
-    def _raw_output(self, path: str) -> Any:
-        from deltalake.fs import DeltaStorageHandler
-
-        handler = DeltaStorageHandler(deltalake_uri(self.target), self.storage_options)
-        return handler._handler.open_output_stream(path, None)
-
-    def delete(self, name: str) -> None:
-        try:
-            if self.local is not None:
-                os.remove(os.path.join(self.local, name))
-            else:
-                self._remote().delete_file(f"{self.relative}/{name}")
-        except FileNotFoundError:
-            pass  # a concurrent compaction removed it first
 
 
 # ---------------------------------------------------------------- what one process knows of a scope
@@ -319,7 +148,7 @@ class TombstoneStore:
     """The tombstones of one target for one sink's key and sequence columns.
 
     ``snapshot`` (the attempt's view of the table) gives the table's identity and, for a column-mapped table,
-    the physical names the scope is filed under; ``in_effect`` (``ledger.InEffect``) says which recorded
+    the physical names the scope is filed under; ``in_effect`` (``table.lineage.InEffect``) says which recorded
     tombstones act on the table as it is now (rows of another table at this place, or of a batch a RESTORE
     undid, do not). Without them (maintenance) every tombstone counts.
     """
@@ -335,7 +164,7 @@ class TombstoneStore:
         self.table_id = None if snapshot is None else snapshot.table_id
         self.in_effect = in_effect
         self.key_columns = [key_column(i) for i in range(len(keys))]
-        physical = None if snapshot is None else physical_names(snapshot, (*self.keys, sequence))
+        physical = None if snapshot is None else snapshot.physical_names((*self.keys, sequence))
         logical = _Scope(target, self.keys, sequence, storage_options)
         if physical is None or physical == (*self.keys, sequence):
             self.scopes = [logical]
@@ -366,7 +195,7 @@ class TombstoneStore:
         needs no names)."""
         store = cls(target, keys, sequence, storage_options)
         folder = _Scope.__new__(_Scope)
-        folder.id, folder.folder, folder.order = scope, _Folder(target, f"{TOMBSTONE_ROOT}/{scope}", storage_options), \
+        folder.id, folder.folder, folder.order = scope, Folder(target, f"{TOMBSTONE_ROOT}/{scope}", storage_options), \
             list(range(len(keys)))
         store.scopes = [folder]
         store.scope, store.folder, store.path, store._order = scope, folder.folder, folder.folder.uri, folder.order
@@ -427,7 +256,7 @@ class TombstoneStore:
         table = index.table
         if table is None or table.num_rows < max(1024, 2 * index.rows_at_prune):
             return
-        index.table = _newest_per_key(_live(table, _now_us()), self.key_columns, keep_all_columns=True, by_write=True)
+        index.table = _newest_per_key(_live(table, now_us()), self.key_columns, keep_all_columns=True, by_write=True)
         index.rows_at_prune = index.table.num_rows
         index.by_hash = None
 
@@ -467,7 +296,7 @@ class TombstoneStore:
 
     def _acting(self, rows: pa.Table) -> pa.Table:
         """The live rows that act on the table as it is now, newest per key."""
-        rows = _live(rows, _now_us())
+        rows = _live(rows, now_us())
         if self.in_effect is not None and rows.num_rows:
             rows = rows.filter(pa.array(self.in_effect.mask(rows)))
         return _newest_per_key(rows, self.key_columns)
@@ -554,7 +383,7 @@ class TombstoneStore:
         recorded them (with the store's table identity)."""
         if rows.num_rows == 0:
             return
-        now = _now_us()
+        now = now_us()
         n = rows.num_rows
         canonical = [None] * len(self.keys)
         for i in range(len(self.keys)):
@@ -634,13 +463,13 @@ class TombstoneStore:
                 report["files_after"] = len(_data_files(self.folder.list()))
                 return report
             table = pa.concat_tables(parts, promote_options="permissive")
-        live = _live(table, _now_us())
+        live = _live(table, now_us())
         # newest per key *and write*: which writes act can change (a RESTORE undoes one), so a tombstone is
         # never dropped for a newer one of another write
         newest = _newest_per_key(live, self.key_columns, keep_all_columns=True, by_write=True)
         report["expired"] = table.num_rows - live.num_rows
         report["tombstones"] = newest.num_rows
-        name = f"c-{_now_us():020d}-{uuid.uuid4().hex[:12]}.parquet"
+        name = f"c-{now_us():020d}-{uuid.uuid4().hex[:12]}.parquet"
         if newest.num_rows:
             self.folder.write(name, newest.drop_columns([_HASH]), self._file_metadata())
         faults.point("tombstones-compacted")
@@ -655,7 +484,7 @@ class TombstoneStore:
     def _migrate_legacy(self) -> None:
         """Copy the tombstones of upsertsink 0.1's ``_upsertsink_tombstones`` Delta table into this scope,
         once (0.1 kept every key set's tombstones there; each scope now takes a copy of those that fit)."""
-        legacy = _Folder(self.target, LEGACY_DIR, self.storage_options)
+        legacy = Folder(self.target, LEGACY_DIR, self.storage_options)
         if legacy.local is not None and not os.path.isdir(os.path.join(legacy.local, "_delta_log")):
             return
         if LEGACY_MARK in self.folder.names():
@@ -672,7 +501,7 @@ class TombstoneStore:
             if DELETED_AT in table.column_names:
                 deleted = table[DELETED_AT]
             else:
-                deleted = pa.array([_now_us()] * table.num_rows, pa.int64())
+                deleted = pa.array([now_us()] * table.num_rows, pa.int64())
             canonical = [None] * len(self.keys)
             for i in range(len(self.keys)):
                 canonical[self._order[i]] = rows[key_column(i)]
@@ -683,7 +512,7 @@ class TombstoneStore:
             )
             if out.num_rows:
                 self.folder.write(f"c-{0:020d}-legacy.parquet", out, self._file_metadata())
-        self.folder.write(LEGACY_MARK, pa.table({"migrated_at_us": [_now_us()]}), {})
+        self.folder.write(LEGACY_MARK, pa.table({"migrated_at_us": [now_us()]}), {})
         log.info("copied %d tombstone(s) of upsertsink 0.1 into %s", table.num_rows, self.path)
 
 
@@ -706,7 +535,7 @@ class _Scope:
 
     def __init__(self, target: str, keys: tuple[str, ...], sequence: str, storage_options: dict[str, str] | None):
         self.id = scope_id(tuple(keys), sequence)
-        self.folder = _Folder(target, f"{TOMBSTONE_ROOT}/{self.id}", storage_options)
+        self.folder = Folder(target, f"{TOMBSTONE_ROOT}/{self.id}", storage_options)
         ordered = sorted(keys)
         self.order = [ordered.index(k) for k in keys]
 
@@ -763,21 +592,3 @@ def stale_mask(seq: pa.ChunkedArray, is_delete: pa.ChunkedArray, tomb_seq: pa.Ch
     return pc.fill_null(pc.or_(older, same_not_delete), False)
 
 
-def stored_sequences(snapshot: Any, keys: tuple[str, ...], sequence: str | None, wanted: pa.Table) -> pa.Table:
-    """The table's (k0..kN, sequence) for the keys in ``wanted`` (k0..kN), read with deltalake."""
-    kc = [key_column(i) for i in range(len(keys))]
-    condition = None
-    for k, c in zip(keys, kc, strict=True):
-        part = pc.field(k).isin(wanted[c].combine_chunks())
-        condition = part if condition is None else condition & part
-    table = snapshot.table
-    if table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none":
-        from deltalake import QueryBuilder
-
-        # deltalake's Arrow reader returns nulls for column-mapped tables; DataFusion reads them right.
-        cols = ", ".join('"' + c.replace('"', '""') + '"' for c in (*keys, sequence))
-        rows = pa.table(QueryBuilder().register("t", table).execute(f"SELECT {cols} FROM t").read_all())
-        rows = rows.filter(condition)
-    else:
-        rows = table.to_pyarrow_dataset().to_table(columns=[*keys, sequence], filter=condition)
-    return rows.rename_columns([*kc, SEQUENCE])

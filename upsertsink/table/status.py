@@ -1,0 +1,96 @@
+"""``upsertsink status``: a table's version, each app's last batch id as the table is now, recent commits."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from upsertsink.sidecar.folder import deltalake_uri
+from upsertsink.table.commit_log import (
+    STATUS_HISTORY,
+    decode_metadata,
+    history,
+    late_batch,
+    marker_only,
+    metric,
+)
+from upsertsink.table.files import Snapshot
+
+log = logging.getLogger(__name__)
+
+
+def status(
+    path: str, limit: int = 10, storage_options: dict[str, str] | None = None, version: int | None = None
+) -> dict[str, Any]:
+    """Table version, last batch id per app id seen in history, and the recent commits with counts; with
+    ``version``, the table as it was at that version."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(deltalake_uri(path), version=version, storage_options=storage_options)
+    at = table.version()
+    listed = history(table, max(limit, STATUS_HISTORY), storage_options)
+    app_ids: list[str] = []
+    commits = []
+    for commit in listed:
+        meta = decode_metadata(commit)
+        if meta and meta.get("app_id") not in app_ids:
+            app_ids.append(meta["app_id"])
+        if len(commits) < limit:
+            metrics = commit.get("operationMetrics") or {}
+            commits.append(
+                {
+                    "version": commit.get("version"),
+                    "timestamp": commit.get("timestamp"),
+                    "operation": commit.get("operation"),
+                    "app_id": meta.get("app_id") if meta else None,
+                    "batch_id": meta.get("batch_id") if meta else None,
+                    # a commit that records a batch's marker and changes no row (the batch changed nothing)
+                    "marker_only": marker_only(meta, commit, metrics),
+                    "late": late_batch(meta),
+                    "reapplied": bool(meta and meta.get("reapplied")),
+                    "inserted": metric(
+                        metrics, "num_target_rows_inserted", "numTargetRowsInserted", "num_added_rows", "numOutputRows"
+                    ),
+                    "updated": metric(metrics, "num_target_rows_updated", "numTargetRowsUpdated"),
+                    "deleted": metric(metrics, "num_target_rows_deleted", "numTargetRowsDeleted"),
+                    # files the write could read (the sink's file pruning), and files it rewrote
+                    "files_scanned": meta.get("files_scanned") if meta else None,
+                    "files_rewritten": metric(
+                        metrics, "num_target_files_removed", "numTargetFilesRemoved", "num_removed_files",
+                        "numRemovedFiles",
+                    ),
+                }
+            )
+    names = set(table.schema().to_arrow().names)
+    history_table = {"__START_AT", "__END_AT"} <= names  # upsertsink.history's own columns
+    return {
+        "path": path,
+        "version": at,
+        # 2: a history table (SCD type 2, one row per version of a key, keyed by the key and __START_AT)
+        "scd_type": 2 if history_table else 1,
+        "latest_version": None if version is None else DeltaTable(
+            deltalake_uri(path), storage_options=storage_options).version(),
+        **_app_markers(Snapshot(path, table, storage_options), app_ids),
+        "commits": commits,
+    }
+
+
+def _app_markers(snapshot: Any, app_ids: list[str]) -> dict[str, Any]:
+    """``batches`` (app -> last batch id as the table is at ``snapshot``), ``undone`` (app -> the batch
+    ids a RESTORE undid and nothing committed since, as [low, high] ranges; apps with none left out) and
+    ``ledger`` (app -> the summary of its batch ledger: committed ranges, how many ids are missing among them,
+    undone, late; ``upsertsink batches`` shows the rest)."""
+    from upsertsink.table import lineage
+    from upsertsink.table.batch_ledger import AppLedger
+
+    batches, undone, summaries = {}, {}, {}
+    for app in app_ids:
+        record = lineage.app_state(snapshot, app).record
+        batches[app] = record.marker
+        if record.undone:
+            undone[app] = [[lo, hi] for lo, hi, _ in record.undone]
+        summaries[app] = AppLedger.from_record(app, record).summary_dict()
+    return {"batches": batches, "undone": undone, "ledger": summaries}
+
+
+__all__ = ['status']
