@@ -354,6 +354,10 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
         for app, last in info["batches"].items():
             gone = ", ".join(f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in undone.get(app, ()))
             lines.append(f"  app {app}: last batch id {last}" + (f" (undone by a RESTORE: {gone})" if gone else ""))
+            if app in (info.get("ledger") or {}):  # the batch ledger's summary (upsertsink batches: the rest)
+                from upsertsink.table.batch_ledger import summary_text
+
+                lines.append(f"    {summary_text(info['ledger'][app])}")
     else:
         lines.append("  no batch markers written by upsertsink")
     if info["commits"]:

@@ -725,15 +725,18 @@ def named_status(spark: Any, name: str, limit: int = 10, version: int | None = N
                 "files_rewritten": metric(metrics, "numTargetFilesRemoved", "numRemovedFiles"),
             })
     undone: dict[str, Any] = {}
-    if version is None and batches:  # the table as it is now: the apps' records along its lineage
-        found = _app_markers(named.snapshot(), list(batches))
-        batches, undone = found["batches"], found["undone"]
+    summaries: dict[str, Any] = {}  # the batch ledger's summary per app (issue #48)
+    if batches:  # the apps' records along the lineage of the table as it is (or was at ``version``)
+        from upsertsink.table.batch_ledger import named_snapshot
+
+        found = _app_markers(named_snapshot(spark, name, version), list(batches))
+        batches, undone, summaries = found["batches"], found["undone"], found["ledger"]
     with named_errors(name, "reading the schema of"):
         names = set(spark.table(named.sql_name).schema.names)
     return {
         "path": named.table_uri, "version": at, "scd_type": 2 if {"__START_AT", "__END_AT"} <= names else 1,
         "latest_version": None if version is None else latest, "batches": batches, "undone": undone,
-        "commits": commits,
+        "ledger": summaries, "commits": commits,
     }
 
 

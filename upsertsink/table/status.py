@@ -77,17 +77,21 @@ def status(
 
 
 def _app_markers(snapshot: Any, app_ids: list[str]) -> dict[str, Any]:
-    """``batches`` (app -> last batch id as the table is at ``snapshot``) and ``undone`` (app -> the batch
-    ids a RESTORE undid and nothing committed since, as [low, high] ranges; apps with none left out)."""
+    """``batches`` (app -> last batch id as the table is at ``snapshot``), ``undone`` (app -> the batch
+    ids a RESTORE undid and nothing committed since, as [low, high] ranges; apps with none left out) and
+    ``ledger`` (app -> the summary of its batch ledger: committed ranges, how many ids are missing among them,
+    undone, late; ``upsertsink batches`` shows the rest)."""
     from upsertsink.table import lineage
+    from upsertsink.table.batch_ledger import AppLedger
 
-    batches, undone = {}, {}
+    batches, undone, summaries = {}, {}, {}
     for app in app_ids:
         record = lineage.app_state(snapshot, app).record
         batches[app] = record.marker
         if record.undone:
             undone[app] = [[lo, hi] for lo, hi, _ in record.undone]
-    return {"batches": batches, "undone": undone}
+        summaries[app] = AppLedger.from_record(app, record).summary_dict()
+    return {"batches": batches, "undone": undone, "ledger": summaries}
 
 
 __all__ = ['status']
