@@ -101,13 +101,13 @@ def batches_command(
         location = None
         if table_name is not None:
             from upsertsink.cli_common import catalog_session, split_table_version, table_location
-            from upsertsink.table.named import files_readable, named_errors
+            from upsertsink.table.named import files_readable, named_errors, named_snapshot
 
             name, version = split_table_version(table_name)
             spark = catalog_session("upsertsink batches --table")
             location = table_location(spark, name)
             if spark_only or not files_readable(location, None)[0]:  # Spark-only mode: the history by name
-                snapshot = batch_ledger.named_snapshot(spark, name, version)
+                snapshot = named_snapshot(spark, name, version)
                 with named_errors(name, "reading the ledger of"):
                     found = batch_ledger.read_ledger(snapshot, f"table {name}", app_id, wanted)
                 return _report(found, expected, flag, location, spark_only=True)

@@ -322,7 +322,7 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
             from upsertsink.table.named import files_readable
 
             if spark_only or not files_readable(table, None)[0]:  # Spark-only mode: the history by name
-                from upsertsink.table.named import named_status
+                from upsertsink.table.status import named_status
 
                 info = named_status(spark, name, limit, version)
                 info = {"table": table_name, "location": table, "spark_only": True, **info}

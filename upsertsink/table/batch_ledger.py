@@ -652,25 +652,6 @@ def read_path(path: str, app_id: str | None, version: int | None, detail: Any,
     return read_ledger(files.Snapshot(path, table, storage_options), label, app_id, detail)
 
 
-def named_snapshot(spark: Any, name: str, version: int | None = None) -> Any:
-    """The table ``name`` known by name only (Spark-only mode: ``DESCRIBE HISTORY``), at ``version``."""
-    from upsertsink.table.named import RECENT_COMMITS, CatalogTableError, NamedTable, named_errors
-
-    named = NamedTable(spark, name)
-    with named_errors(name, "reading the history of"):
-        snapshot = named.snapshot()
-    latest = snapshot.version
-    if version is None or latest is None:
-        return snapshot
-    if version > latest:
-        raise CatalogTableError(f"table {name} has no version {version} (latest is {latest})")
-    if version < latest:  # the snapshot's questions answered from the history up to that version
-        listed = named.history(latest - version + RECENT_COMMITS)
-        snapshot._recent = [c for c in listed if c["version"] <= version][:RECENT_COMMITS]
-        snapshot._at, snapshot._all = version, None
-    return snapshot
-
-
 def _named_batches(table: str, app_id: str | None, version: int | None, detail: Any, spark_only: bool | None,
                    storage_options: dict[str, str] | None) -> BatchLedger:
     from upsertsink.table import catalog
@@ -685,6 +666,8 @@ def _named_batches(table: str, app_id: str | None, version: int | None, detail: 
         spark_only = not files_readable(location, storage_options)[0]
     if not spark_only:
         return read_path(location, app_id, version, detail, storage_options, label=f"table {name}")
+    from upsertsink.table.named import named_snapshot
+
     snapshot = named_snapshot(spark, name, version)
     with named_errors(name, "reading the ledger of"):
         return read_ledger(snapshot, f"table {name}", app_id, detail)
