@@ -15,7 +15,7 @@ from sink_helpers import Engine
 
 CONNECT_MODULES = {
     "test_history", "test_sink", "test_late_batches", "test_tombstones", "test_crash_safety", "test_first_steps",
-    "test_operators",
+    "test_operators", "test_batch_ledger",
 }
 
 

@@ -25,9 +25,11 @@ if TYPE_CHECKING:
     )
     from upsertsink.session import spark_session
     from upsertsink.sink import UpsertSink, WriteResult
+    from upsertsink.table.batch_ledger import BatchLedger, batches
 
 __all__ = [
     "BatchIdBehindMarkerError",
+    "BatchLedger",
     "ConcurrentWriteError",
     "ConstraintViolationError",
     "DiffResult",
@@ -43,6 +45,7 @@ __all__ = [
     "WriteFailedError",
     "WriteResult",
     "__version__",
+    "batches",
     "diff",
     "spark_session",
 ]
@@ -65,6 +68,8 @@ _LAZY = {
     "diff": "upsertsink.diffing",
     "DiffResult": "upsertsink.diffing",
     "spark_session": "upsertsink.session",
+    "batches": "upsertsink.table.batch_ledger",
+    "BatchLedger": "upsertsink.table.batch_ledger",
 }
 _VERSION: list[str] = []
 
@@ -95,7 +100,9 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        if _LAZY[name] == "upsertsink.sink":  # the diff checks on its first call (its engine may be Spark's)
+        # the sink and the batch ledger read tables with deltalake; the diff checks on its first call (its engine
+        # may be Spark's)
+        if _LAZY[name] in ("upsertsink.sink", "upsertsink.table.batch_ledger"):
             from upsertsink.errors import require_embedded
 
             require_embedded(f"upsertsink.{name}")

@@ -12,6 +12,7 @@ from upsertsink.cli_common import ErrorStyleGroup
 _COMMANDS = {
     "write": "upsertsink.cli_write:write",
     "status": "upsertsink.cli_write:status",
+    "batches": "upsertsink.cli_batches:batches_command",
     "maintain": "upsertsink.cli_write:maintain",
     "diff": "upsertsink.cli_diff:diff_command",
     "replay-check": "upsertsink.cli_diff:replay_check_command",

@@ -356,7 +356,7 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
             from upsertsink.table.named import files_readable
 
             if spark_only or not files_readable(table, None)[0]:  # Spark-only mode: the history by name
-                from upsertsink.table.named import named_status
+                from upsertsink.table.status import named_status
 
                 info = named_status(spark, name, limit, version)
                 info = {"table": table_name, "location": table, "spark_only": True, **info}
@@ -390,6 +390,10 @@ def status(path: str | None, table_name: str | None, limit: int, spark_only: boo
         for app, last in info["batches"].items():
             gone = ", ".join(f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in undone.get(app, ()))
             lines.append(f"  app {app}: last batch id {last}" + (f" (undone by a RESTORE: {gone})" if gone else ""))
+            if app in (info.get("ledger") or {}):  # the batch ledger's summary (upsertsink batches: the rest)
+                from upsertsink.table.batch_ledger import summary_text
+
+                lines.append(f"    {summary_text(info['ledger'][app])}")
     else:
         lines.append("  no batch markers written by upsertsink")
     if info["commits"]:

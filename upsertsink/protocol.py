@@ -504,7 +504,8 @@ def _commit(
     marker, extra, record = None, {}, None
     if request.batch_id is not None:
         restating = request.restate and state.record.verdict(request.batch_id) in (records.COMMITTED, records.UNKNOWN)
-        record = state.record.add(request.batch_id, restated=restating)
+        # late ids are part of the record (issue #48), and so are restated ones (issue #45)
+        record = state.record.add(request.batch_id, late, restated=restating)
         extra = {**record.encode(), "read_version": -1 if snapshot.version is None else snapshot.version,
                  "table_id": snapshot.table_id}
         if late or not state.normal_chain(request.batch_id):

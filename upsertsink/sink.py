@@ -268,6 +268,15 @@ class UpsertSink:
         assert self.target is not None
         return files.last_batch_id(self.target, self.app_id, deltalake_options(self.target, self.storage_options))
 
+    def batches(self, app_id: str | None = None, detail: Any = 50) -> Any:
+        """The batch ledger of the table for this sink's app id (or ``app_id``): ``committed`` ranges, ``gaps``,
+        ``undone`` and ``late`` ids, ``missing(expected)`` and per-batch ``records`` (of the newest ``detail``
+        batches; ``"all"``, or batch ids); a ``upsertsink.table.batch_ledger.BatchLedger``. See docs/user-guide.md,
+        "Streaming restarts, new checkpoints and backfills"."""
+        from upsertsink.table.batch_ledger import for_sink
+
+        return for_sink(self, app_id, detail)
+
     def maintain(self, adopt_clone: bool = False) -> Any:
         """Compact and clean the sink's own bookkeeping in the table (tombstones of every key set) and write a
         checkpoint when one is due; returns a ``MaintenanceReport``. Writers do this as they go; see

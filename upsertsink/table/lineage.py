@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from upsertsink.table.commit_log import decode_metadata
+from upsertsink.table.commit_log import decode_metadata, late_batch
 from upsertsink.table.records import ALL, REPLACE_OPERATIONS, Record, late_app
 
 log = logging.getLogger(__name__)
@@ -208,7 +208,8 @@ class _Walk:
         self.table_id = snapshot.table_id
 
     def state(self, top: int) -> Record:
-        pending: list[tuple[int, bool]] = []  # (id, restated) of commits passed whose writers may not have seen everything below
+        # (id, late, restated) of commits passed whose writers may not have seen everything below
+        pending: list[tuple[int, bool, bool]] = []
         v = top
         while True:
             key = (self.uri, self.table_id, self.app_id, v)
@@ -245,11 +246,11 @@ class _Walk:
                 if claim is not None and (read is None or read == v - 1):
                     base = claim
                     break
-                pending.append((int(meta["batch_id"]), bool(meta.get("restated"))))
+                pending.append((int(meta["batch_id"]), late_batch(meta), bool(meta.get("restated"))))
             v -= 1
         record = base
-        for batch_id, restated in reversed(pending):
-            record = record.add(batch_id, restated)
+        for batch_id, late, restated in reversed(pending):
+            record = record.add(batch_id, late, restated)
         _remember((self.uri, self.table_id, self.app_id, top), record)
         return record
 

@@ -684,60 +684,6 @@ def forget() -> None:
         _EXISTS.clear()
 
 
-# ---------------------------------------------------------------- status (the CLI's status --table, Spark-only)
-
-
-def named_status(spark: Any, name: str, limit: int = 10, version: int | None = None) -> dict[str, Any]:
-    """``status.status`` of the table ``name`` from ``DESCRIBE HISTORY`` on its name (no file access): its
-    version (or ``version``), the last batch id of each app id in the listed history, the recent commits."""
-    from upsertsink.table.commit_log import STATUS_HISTORY, late_batch, marker_only, metric
-    from upsertsink.table.status import _app_markers, merge_engine
-
-    named = NamedTable(spark, name)
-    listed = named.history(None if version is not None else max(limit, STATUS_HISTORY))
-    latest = listed[0]["version"] if listed else None
-    if version is not None:
-        if latest is None or version > latest:
-            raise CatalogTableError(f"table {name} has no version {version} (latest is {latest})")
-        listed = [c for c in listed if c["version"] <= version]
-    at = listed[0]["version"] if listed else None
-    batches: dict[str, int] = {}
-    commits = []
-    for commit in listed:
-        meta = decode_metadata(commit)
-        if meta and meta.get("app_id") and meta["app_id"] not in batches:
-            value = _chain_value(meta, str(meta["app_id"]))  # the app's newest commit: its marker
-            if value is not None:
-                batches[str(meta["app_id"])] = value
-        if len(commits) < limit:
-            metrics = commit.get("operationMetrics") or {}
-            commits.append({
-                "version": commit["version"], "timestamp": _millis(commit.get("timestamp")),
-                "operation": commit.get("operation"),
-                "app_id": meta.get("app_id") if meta else None, "batch_id": meta.get("batch_id") if meta else None,
-                "marker_only": marker_only(meta, commit, metrics), "late": late_batch(meta),
-                "reapplied": bool(meta and meta.get("reapplied")),
-                "restated": bool(meta and meta.get("restated")),
-                "inserted": metric(metrics, "numTargetRowsInserted", "numOutputRows"),
-                "updated": metric(metrics, "numTargetRowsUpdated"),
-                "deleted": metric(metrics, "numTargetRowsDeleted"),
-                "files_scanned": meta.get("files_scanned") if meta else None,
-                "files_rewritten": metric(metrics, "numTargetFilesRemoved", "numRemovedFiles"),
-            })
-    undone: dict[str, Any] = {}
-    if version is None and batches:  # the table as it is now: the apps' records along its lineage
-        found = _app_markers(named.snapshot(), list(batches))
-        batches, undone = found["batches"], found["undone"]
-    with named_errors(name, "reading the schema of"):
-        names = set(spark.table(named.sql_name).schema.names)
-    return {
-        "path": named.table_uri, "version": at, "scd_type": 2 if {"__START_AT", "__END_AT"} <= names else 1,
-        "merge_engine": merge_engine(listed),
-        "latest_version": None if version is None else latest, "batches": batches, "undone": undone,
-        "commits": commits,
-    }
-
-
 def _millis(stamp: Any) -> Any:
     """A history timestamp (a datetime from Spark, local time when naive) as epoch milliseconds, as deltalake
     gives it."""
@@ -760,4 +706,21 @@ def files_readable(location: str, storage_options: dict[str, str] | None) -> tup
     return True, "readable"
 
 
-__all__ = ["CatalogTableError", "NamedSnapshot", "NamedTable", "NamedTombstoneStore", "named_status", "tombstone_table_name"]
+__all__ = ["CatalogTableError", "NamedSnapshot", "NamedTable", "NamedTombstoneStore", "named_snapshot", "tombstone_table_name"]
+
+
+def named_snapshot(spark: Any, name: str, version: int | None = None) -> Any:
+    """The table ``name`` known by name only (Spark-only mode: ``DESCRIBE HISTORY``), at ``version``."""
+    named = NamedTable(spark, name)
+    with named_errors(name, "reading the history of"):
+        snapshot = named.snapshot()
+    latest = snapshot.version
+    if version is None or latest is None:
+        return snapshot
+    if version > latest:
+        raise CatalogTableError(f"table {name} has no version {version} (latest is {latest})")
+    if version < latest:  # the snapshot's questions answered from the history up to that version
+        listed = named.history(latest - version + RECENT_COMMITS)
+        snapshot._recent = [c for c in listed if c["version"] <= version][:RECENT_COMMITS]
+        snapshot._at, snapshot._all = version, None
+    return snapshot

@@ -6,7 +6,8 @@ leaves it where it was although the commits that set it are undone; and Delta dr
 ``delta.setTransactionRetentionDuration``. So the sink keeps its own record, and that record is the source of
 truth: a :class:`Record` in the commit metadata of every commit the sink makes for an app (the batch ids
 committed so far, its own included; a ``floor`` below which an id outside them is unknown; the ids a RESTORE
-undid). ``lineage.py`` reads it along the table's lineage.
+undid; of the committed ids, those applied late, ``"batches_late"``, issue #48's ledger, absent when none).
+``lineage.py`` reads it along the table's lineage.
 
 Two chains of commits set ``txn`` markers: the **normal chain**, ``txn(app id) = batch id``, for a batch above
 Delta's ``txn`` of the app; the **late chain**, ``txn(upsertsink-late:<app id>) = counter``, for every other
@@ -89,12 +90,15 @@ def describe_ranges(ranges: Ranges, last: int | None = 5) -> str:
 @dataclass(frozen=True)
 class Record:
     """Batch ids of one app: committed (``ranges``), undone by a RESTORE and not committed since (``undone``:
-    (lo, hi, the RESTORE's version)); below ``floor`` an id in neither is unknown (``unknown`` says why)."""
+    (lo, hi, the RESTORE's version)); below ``floor`` an id in neither is unknown (``unknown`` says why).
+    ``late``: the committed ids that were applied late (below the app's marker), as far as records say (commits
+    made before the sink recorded them carry none)."""
 
     ranges: Ranges = ()
     floor: int = 0
     undone: tuple[tuple[int, int, int], ...] = ()
     unknown: str | None = None
+    late: Ranges = ()
     restated: Ranges = ()  # committed ids whose content a later commit restated (``write(..., restate=True)``)
 
     def __contains__(self, batch_id: int) -> bool:
@@ -122,11 +126,12 @@ class Record:
             top = self.floor - 1
         return top
 
-    def add(self, batch_id: int, restated: bool = False) -> Record:
+    def add(self, batch_id: int, late: bool = False, restated: bool = False) -> Record:
         one = ((batch_id, batch_id),)
         undone = tuple((lo, hi, at) for lo, hi, at in _split_undone(self.undone, one))
+        lates = _merged((*self.late, *one)) if late else _minus(self.late, one)
         again = _merged((*self.restated, *one)) if restated else self.restated
-        return Record(_merged((*self.ranges, *one)), self.floor, undone, self.unknown, again)._bounded()
+        return Record(_merged((*self.ranges, *one)), self.floor, undone, self.unknown, lates, again)._bounded()
 
     def was_restated(self, batch_id: int) -> bool:
         return _holds(self.restated, batch_id)
@@ -142,20 +147,23 @@ class Record:
         unknown = self.unknown
         if unknown is not None:
             unknown = f"a RESTORE at version {at} went back to version {to}, and {unknown}"
-        return Record(self.ranges, self.floor, _tidy_undone(undone), unknown, self.restated)._bounded()
+        return Record(self.ranges, self.floor, _tidy_undone(undone), unknown, self.late, self.restated)._bounded()
 
     def _bounded(self) -> Record:
-        """At most MAX_RANGES committed ranges (the oldest become unknown) and as many undone ones."""
+        """At most MAX_RANGES committed ranges (the oldest become unknown) and as many undone and late ones."""
         ranges, floor = self.ranges, self.floor
         if len(ranges) > MAX_RANGES:
             dropped = ranges[: len(ranges) - MAX_RANGES]
             ranges = ranges[len(ranges) - MAX_RANGES:]
             floor = max(floor, dropped[-1][1] + 1)
         undone = self.undone[-MAX_RANGES:]
+        late = self.late[-MAX_RANGES:]
+        if floor and late and late[0][0] < floor:
+            late = _minus(late, ((0, floor - 1),))  # below the floor nothing is known, late or not
         restated = self.restated[-MAX_RANGES:]
-        if (ranges, floor, undone, restated) == (self.ranges, self.floor, self.undone, self.restated):
+        if (ranges, floor, undone, late, restated) == (self.ranges, self.floor, self.undone, self.late, self.restated):
             return self
-        return Record(ranges, floor, undone, self.unknown, restated)
+        return Record(ranges, floor, undone, self.unknown, late, restated)
 
     def encode(self) -> dict[str, Any]:
         out: dict[str, Any] = {"batches": [list(r) for r in self.ranges]}
@@ -163,6 +171,8 @@ class Record:
             out["batches_floor"] = self.floor
         if self.undone:
             out["undone"] = [list(u) for u in self.undone]
+        if self.late:
+            out["batches_late"] = [list(r) for r in self.late]
         if self.restated:
             out["batches_restated"] = [list(r) for r in self.restated]
         return out
@@ -176,10 +186,11 @@ class Record:
             ranges = _merged((int(lo), int(hi)) for lo, hi in meta["batches"])
             floor = int(meta.get("batches_floor") or 0)
             undone = _tidy_undone((int(lo), int(hi), int(at)) for lo, hi, at in meta.get("undone") or ())
+            late = _merged((int(lo), int(hi)) for lo, hi in meta.get("batches_late") or ())
             restated = _merged((int(lo), int(hi)) for lo, hi in meta.get("batches_restated") or ())
         except (TypeError, ValueError):
             return None
-        return Record(ranges, floor, undone, None, restated)._bounded()
+        return Record(ranges, floor, undone, None, late, restated)._bounded()
 
     def describe(self) -> str:
         return f"[{describe_ranges(self.ranges)}]" if self.ranges else "none"

@@ -88,17 +88,82 @@ def merge_engine(commits: list[dict[str, Any]]) -> str | None:
 
 
 def _app_markers(snapshot: Any, app_ids: list[str]) -> dict[str, Any]:
-    """``batches`` (app -> last batch id as the table is at ``snapshot``) and ``undone`` (app -> the batch
-    ids a RESTORE undid and nothing committed since, as [low, high] ranges; apps with none left out)."""
+    """``batches`` (app -> last batch id as the table is at ``snapshot``), ``undone`` (app -> the batch
+    ids a RESTORE undid and nothing committed since, as [low, high] ranges; apps with none left out) and
+    ``ledger`` (app -> the summary of its batch ledger: committed ranges, how many ids are missing among them,
+    undone, late; ``upsertsink batches`` shows the rest)."""
     from upsertsink.table import lineage
+    from upsertsink.table.batch_ledger import AppLedger
 
-    batches, undone = {}, {}
+    batches, undone, summaries = {}, {}, {}
     for app in app_ids:
         record = lineage.app_state(snapshot, app).record
         batches[app] = record.marker
         if record.undone:
             undone[app] = [[lo, hi] for lo, hi, _ in record.undone]
-    return {"batches": batches, "undone": undone}
+        summaries[app] = AppLedger.from_record(app, record).summary_dict()
+    return {"batches": batches, "undone": undone, "ledger": summaries}
 
 
-__all__ = ['status']
+# ---------------------------------------------------------------- status (the CLI's status --table, Spark-only)
+
+
+def named_status(spark: Any, name: str, limit: int = 10, version: int | None = None) -> dict[str, Any]:
+    """``status.status`` of the table ``name`` from ``DESCRIBE HISTORY`` on its name (no file access): its
+    version (or ``version``), the last batch id of each app id in the listed history, the recent commits."""
+    from upsertsink.table.named import (
+        CatalogTableError,
+        NamedTable,
+        _chain_value,
+        _millis,
+        named_errors,
+        named_snapshot,
+    )
+
+    named = NamedTable(spark, name)
+    listed = named.history(None if version is not None else max(limit, STATUS_HISTORY))
+    latest = listed[0]["version"] if listed else None
+    if version is not None:
+        if latest is None or version > latest:
+            raise CatalogTableError(f"table {name} has no version {version} (latest is {latest})")
+        listed = [c for c in listed if c["version"] <= version]
+    at = listed[0]["version"] if listed else None
+    batches: dict[str, int] = {}
+    commits = []
+    for commit in listed:
+        meta = decode_metadata(commit)
+        if meta and meta.get("app_id") and meta["app_id"] not in batches:
+            value = _chain_value(meta, str(meta["app_id"]))  # the app's newest commit: its marker
+            if value is not None:
+                batches[str(meta["app_id"])] = value
+        if len(commits) < limit:
+            metrics = commit.get("operationMetrics") or {}
+            commits.append({
+                "version": commit["version"], "timestamp": _millis(commit.get("timestamp")),
+                "operation": commit.get("operation"),
+                "app_id": meta.get("app_id") if meta else None, "batch_id": meta.get("batch_id") if meta else None,
+                "marker_only": marker_only(meta, commit, metrics), "late": late_batch(meta),
+                "reapplied": bool(meta and meta.get("reapplied")),
+                "restated": bool(meta and meta.get("restated")),
+                "inserted": metric(metrics, "numTargetRowsInserted", "numOutputRows"),
+                "updated": metric(metrics, "numTargetRowsUpdated"),
+                "deleted": metric(metrics, "numTargetRowsDeleted"),
+                "files_scanned": meta.get("files_scanned") if meta else None,
+                "files_rewritten": metric(metrics, "numTargetFilesRemoved", "numRemovedFiles"),
+            })
+    undone: dict[str, Any] = {}
+    summaries: dict[str, Any] = {}  # the batch ledger's summary per app (issue #48)
+    if batches:  # the apps' records along the lineage of the table as it is (or was at ``version``)
+        found = _app_markers(named_snapshot(spark, name, version), list(batches))
+        batches, undone, summaries = found["batches"], found["undone"], found["ledger"]
+    with named_errors(name, "reading the schema of"):
+        names = set(spark.table(named.sql_name).schema.names)
+    return {
+        "path": named.table_uri, "version": at, "scd_type": 2 if {"__START_AT", "__END_AT"} <= names else 1,
+        "merge_engine": merge_engine(listed),
+        "latest_version": None if version is None else latest, "batches": batches, "undone": undone,
+        "ledger": summaries, "commits": commits,
+    }
+
+
+__all__ = ['named_status', 'status']
