@@ -48,27 +48,6 @@ from upsertsink.errors import (
     UpsertSinkError,
 )
 
-
-def has_merge_engine() -> bool:
-    """Does ``UpsertSink`` take ``merge_engine``? Its signature says so; a constructor taking ``**options`` is
-    asked directly (construction reads no table)."""
-    parameters = inspect.signature(UpsertSink.__init__).parameters
-    if "merge_engine" in parameters:
-        return True
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return False
-    try:
-        UpsertSink("/nonexistent/upsertsink-merge-engine-probe", keys=["id"], merge_engine="first_row")
-    except TypeError:
-        return False
-    return True
-
-
-HAS_MERGE_ENGINE = has_merge_engine()
-pytestmark = pytest.mark.skipif(
-    not HAS_MERGE_ENGINE, reason="issue #47: UpsertSink has no merge_engine parameter yet"
-)
-
 ARROW = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "bool": pa.bool_()}
 MODES = ("first_row", "partial_update", "aggregate")
 CLI = str(Path(sys.executable).with_name("upsertsink"))

@@ -8,7 +8,6 @@ every batch is then sent again from the first. Skipped until ``UpsertSink`` take
 
 from __future__ import annotations
 
-import inspect
 import json
 import subprocess
 import sys
@@ -33,23 +32,6 @@ from merge_engine_models import (
 
 from upsertsink import UpsertSink, UpsertSinkError, WriteFailedError
 from upsertsink.faults import FAULT_EXIT_CODE
-
-
-def has_merge_engine() -> bool:
-    """As tests/test_merge_engines.py: the signature says so, or a constructor taking ``**options`` accepts it."""
-    parameters = inspect.signature(UpsertSink.__init__).parameters
-    if "merge_engine" in parameters:
-        return True
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return False
-    try:
-        UpsertSink("/nonexistent/upsertsink-merge-engine-probe", keys=["id"], merge_engine="first_row")
-    except TypeError:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(not has_merge_engine(), reason="issue #47: UpsertSink has no merge_engine parameter yet")
 
 WRITER = Path(__file__).resolve().parent / "merge_engine_writer.py"
 ARROW = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "bool": pa.bool_()}
