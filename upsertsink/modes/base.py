@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -157,6 +158,18 @@ def pick(condition: str, column: str, dialect: Dialect, source_column: str | Non
 
 
 # ---------------------------------------------------------------- Arrow helpers
+
+
+def unique_keys(table: pa.Table, keys: tuple[str, ...]) -> bool:
+    """Does every key occur once in ``table``? (The common batch; a mode then has nothing to combine, and skips
+    the group-bys over every column that would find and fold a key's rows: they cost time and Arrow's memory.)"""
+    if len(keys) == 1:
+        column = table[keys[0]]
+        if column.null_count == 0 and (pa.types.is_integer(column.type) or pa.types.is_temporal(column.type)):
+            values = np.sort(column.to_numpy())  # a sort needs far less memory than Arrow's hash table
+            return not bool((values[1:] == values[:-1]).any())
+        return pc.count_distinct(column, mode="all").as_py() == table.num_rows
+    return table.select(list(keys)).group_by(list(keys), use_threads=False).aggregate([]).num_rows == table.num_rows
 
 
 def distinct_per_key(table: pa.Table, keys: tuple[str, ...], columns: list[str]) -> tuple[pa.Table, pa.Table]:

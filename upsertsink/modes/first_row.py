@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertsink.modes.base import MergeMode, distinct_per_key, refuse_duplicates, s, t
+from upsertsink.modes.base import MergeMode, distinct_per_key, refuse_duplicates, s, t, unique_keys
 from upsertsink.spec import Dialect
 
 
@@ -20,6 +20,8 @@ class FirstRow(MergeMode):
 
     def prepare(self, table: pa.Table) -> pa.Table:
         keys = self.keys
+        if unique_keys(table, keys):
+            return table  # one row a key: it is the first row, whatever its sequence
         if self.sequence is not None:
             low = table.group_by(list(keys)).aggregate([(self.sequence, "min")])
             low = low.rename_columns(["__low" if c == f"{self.sequence}_min" else c for c in low.column_names])

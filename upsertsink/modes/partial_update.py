@@ -26,6 +26,7 @@ from upsertsink.modes.base import (
     pick,
     s,
     t,
+    unique_keys,
 )
 from upsertsink.spec import Dialect
 
@@ -95,6 +96,11 @@ class PartialUpdate(MergeMode):
         return [c for c in columns if c not in self.keys and c not in grouped and c != self.sequence]
 
     def prepare(self, table: pa.Table) -> pa.Table:
+        if unique_keys(table, self.keys):
+            try:
+                return self._one_row_a_key(table)
+            except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                pass  # a column type if_else does not take: the general path below
         keys = list(self.keys)
         columns = table.column_names
         out = table.group_by(keys).aggregate([])
@@ -125,6 +131,21 @@ class PartialUpdate(MergeMode):
         order = [c for c in columns if c in out.column_names]
         rest = [c for c in out.column_names if c not in order]
         return out.select([*order, *rest]).cast(_schema(out.select([*order, *rest]).schema, table.schema))
+
+    def _one_row_a_key(self, table: pa.Table) -> pa.Table:
+        """``prepare`` of a batch with one row a key, without its group-bys: a row whose group sequence is null
+        brings nothing of that group, and each value carries its group's sequence when it is not null."""
+        out, helpers = table, []
+        for seq, cols in self._ordered(table.column_names):
+            valid = pc.is_valid(table[seq])
+            no_seq = pa.scalar(None, table[seq].type)
+            for c in cols:
+                value = pc.if_else(valid, table[c], pa.scalar(None, table[c].type))
+                out = out.set_column(out.schema.get_field_index(c), c, value)
+                helpers.append((helper(c), pc.if_else(pc.and_(valid, pc.is_valid(table[c])), table[seq], no_seq)))
+        for name, values in helpers:
+            out = out.append_column(name, values)
+        return out
 
     def update_condition(self, dialect: Dialect, source: pa.Schema) -> str | None:
         """A row changes only when one of its sequences grows, or (no sequence) a non-null value differs: a
