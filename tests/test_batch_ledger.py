@@ -179,13 +179,17 @@ def test_after_log_cleanup_the_summary_is_whole_and_cleaned_commits_have_no_deta
 
 
 def test_the_summary_reads_the_recent_commits_only(engine, tmp_path, monkeypatch):
-    """The cost promise: the summary of a table with many commits reads its newest commits, not the log."""
+    """The cost promise: the summary of a table with many commits reads its newest commits, not the log.
+    "Many" is more than the recent window, made small here (8 commits) so that each engine writes 16 batches,
+    not 60: the reading is the same whatever the window's size."""
+    monkeypatch.setattr(commit_log, "RECENT_COMMITS", 8)
+    monkeypatch.setattr(files, "RECENT_COMMITS", 8)
     path = tmp_path / "t"
     sink = sink_for(path)
     sink.write(engine.frame(rows((0, "a", 1)), SCHEMA), batch_id=0)
     sink.write(engine.frame(rows((1, "b", 1)), SCHEMA), batch_id=2)
     sink.write(engine.frame(rows((2, "c", 0)), SCHEMA), batch_id=1)  # late
-    for b in range(3, 60):
+    for b in range(3, 16):
         sink.write(engine.frame(rows((b, "x", b)), SCHEMA), batch_id=b)
     as_process_would()
     listed: list[int | None] = []
@@ -205,13 +209,13 @@ def test_the_summary_reads_the_recent_commits_only(engine, tmp_path, monkeypatch
     monkeypatch.setattr(commit_log, "history", counting_history)
     monkeypatch.setattr(commit_log, "_log_entry", counting_read)
     summary = upsertsink.batches(str(path), detail=0)
-    assert summary.committed == ((0, 59),) and summary.late == ((1, 1),)
-    assert listed == [commit_log.RECENT_COMMITS] and len(log_files) <= 1, (listed, log_files)
+    assert summary.committed == ((0, 15),) and summary.late == ((1, 1),)
+    assert listed == [8] and len(log_files) <= 1, (listed, log_files)
     newest = upsertsink.batches(str(path), detail=5)
-    assert [r.batch_id for r in newest.records] == [55, 56, 57, 58, 59] and all(r.in_log for r in newest.records)
-    assert all(limit is not None and limit <= commit_log.RECENT_COMMITS for limit in listed)
+    assert [r.batch_id for r in newest.records] == [11, 12, 13, 14, 15] and all(r.in_log for r in newest.records)
+    assert all(limit is not None and limit <= 8 for limit in listed)
     everything = upsertsink.batches(str(path), detail="all")
-    assert all(r.in_log for r in everything.records) and len(everything.records) == 60
+    assert all(r.in_log for r in everything.records) and len(everything.records) == 16
     assert next(r for r in everything.records if r.batch_id == 1).late
 
 
