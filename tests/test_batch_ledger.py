@@ -160,30 +160,36 @@ def tool(request):
     return request.param
 
 
-def test_after_log_cleanup_the_summary_is_whole_and_cleaned_commits_have_no_detail(engine, tmp_path):
+def small_window(monkeypatch, commits: int = 8) -> None:
+    """The recent window the summary reads, made small: "more commits than the window" costs each engine a few
+    writes, not 20-odd; what is read is the same whatever the window's size."""
+    monkeypatch.setattr(commit_log, "RECENT_COMMITS", commits)
+    monkeypatch.setattr(files, "RECENT_COMMITS", commits)
+
+
+def test_after_log_cleanup_the_summary_is_whole_and_cleaned_commits_have_no_detail(engine, tmp_path, monkeypatch):
+    small_window(monkeypatch)
     path = tmp_path / "t"
     sink = sink_for(path)
     at = write_feed(engine, sink)
-    for b in range(8, 30):  # more commits than the recent ones the summary reads
+    for b in range(8, 18):  # more commits than the recent ones the summary reads
         sink.write(engine.frame(rows((b, "x", 100 + b)), SCHEMA), batch_id=b)
     clean_log(path, at[7] + 1)  # the commits of batches 0..7 (the late one too) are gone
     as_process_would()
     found = sink.batches(detail="all")
-    assert found.committed == ((0, 3), (5, 29)) and found.gaps == ((4, 4),) and found.floor == 0
+    assert found.committed == ((0, 3), (5, 17)) and found.gaps == ((4, 4),) and found.floor == 0
     assert found.late == ((3, 3),)  # the record says so: the late commit itself is gone
     assert [r.batch_id for r in found.records if not r.in_log] == [0, 1, 2, 3, 5, 6, 7]
     assert all(r.in_log for r in found.records if r.batch_id >= 8)
     (three,) = [r for r in found.records if r.batch_id == 3]
     assert three.late and three.version is None
-    assert found.missing(range(30)) == [4]
+    assert found.missing(range(18)) == [4]
 
 
 def test_the_summary_reads_the_recent_commits_only(engine, tmp_path, monkeypatch):
     """The cost promise: the summary of a table with many commits reads its newest commits, not the log.
-    "Many" is more than the recent window, made small here (8 commits) so that each engine writes 16 batches,
-    not 60: the reading is the same whatever the window's size."""
-    monkeypatch.setattr(commit_log, "RECENT_COMMITS", 8)
-    monkeypatch.setattr(files, "RECENT_COMMITS", 8)
+    "Many" is more than the recent window (made small: 8 commits)."""
+    small_window(monkeypatch)
     path = tmp_path / "t"
     sink = sink_for(path)
     sink.write(engine.frame(rows((0, "a", 1)), SCHEMA), batch_id=0)
@@ -222,17 +228,18 @@ def test_the_summary_reads_the_recent_commits_only(engine, tmp_path, monkeypatch
 # -- apps ----------------------------------------------------------------------------------------------------
 
 
-def test_every_app_is_listed_and_a_one_app_question_names_them(engine, tmp_path):
+def test_every_app_is_listed_and_a_one_app_question_names_them(engine, tmp_path, monkeypatch):
+    small_window(monkeypatch)
     path = tmp_path / "t"
     quiet = UpsertSink(str(path), ["id"], sequence_by="seq", app_id="quiet")
     quiet.write(engine.frame(rows((1, "q", 1)), SCHEMA), batch_id=4)
     busy = UpsertSink(str(path), ["id"], sequence_by="seq", app_id="busy")
-    for b in range(25):  # pushes the quiet app's commit out of the recent ones
+    for b in range(10):  # pushes the quiet app's commit out of the recent ones
         busy.write(engine.frame(rows((100 + b, "b", 1)), SCHEMA), batch_id=b * 2)
     as_process_would()
     found = upsertsink.batches(str(path), detail=0)
     assert sorted(found.apps) == ["busy", "quiet"]
-    assert found["quiet"].committed == ((4, 4),) and found["busy"].gaps == tuple((i, i) for i in range(1, 48, 2))
+    assert found["quiet"].committed == ((4, 4),) and found["busy"].gaps == tuple((i, i) for i in range(1, 18, 2))
     with pytest.raises(InvalidInputError, match=r"written by 2 apps \(busy, quiet\).*app_id"):
         found.missing(range(3))
     with pytest.raises(KeyError, match="no app 'other'"):
@@ -240,7 +247,7 @@ def test_every_app_is_listed_and_a_one_app_question_names_them(engine, tmp_path)
     assert upsertsink.batches(str(path), "quiet", detail=0).missing(range(6)) == [0, 1, 2, 3, 5]
     nobody = upsertsink.batches(str(path), app_id="nobody")
     assert nobody.committed == () and nobody.missing(range(2)) == [0, 1] and list(nobody.apps) == ["nobody"]
-    assert quiet.batches(app_id="busy").marker == 48
+    assert quiet.batches(app_id="busy").marker == 18
 
 
 def test_a_table_that_is_not_there_has_no_ledger_and_a_new_sink_an_empty_one(tmp_path):
