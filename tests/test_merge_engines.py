@@ -40,6 +40,7 @@ from merge_engine_models import (
 )
 from sink_helpers import Engine, read_rows, version
 
+import upsertsink
 from upsertsink import UpsertSink
 from upsertsink.errors import (
     BatchIdBehindMarkerError,
@@ -174,7 +175,7 @@ def test_a_second_sink_with_another_mode_or_other_options_is_refused_naming_both
         with pytest.raises(ValueError) as caught:
             UpsertSink(str(path), keys=["id"], sequence_by="seq", app_id="other", **options).write(
                 frame(engine, batch, schema), batch_id=0)
-        assert isinstance(caught.value, UpsertSinkError)
+        assert isinstance(caught.value, upsertsink.MergeModeMismatchError)
         assert all(n in str(caught.value) for n in named), (named, str(caught.value))
     assert version(path) == before and state(path, ["id", "c"]) == [(1, 2)]
     # and the other way round: an upsert table is not taken over by an aggregate sink
@@ -395,6 +396,7 @@ def test_aggregate_overflow_is_an_error_naming_the_column_and_nothing_is_written
         with pytest.raises(ValueError, match="clicks") as caught:
             sink.write(frame(engine, batch, schema), batch_id=1)
         assert isinstance(caught.value, UpsertSinkError)
+        assert isinstance(caught.value, upsertsink.AggregateOverflowError) and isinstance(caught.value, OverflowError)
     assert version(path) == before and sink.last_batch_id() == 0
     assert state(path, ["id", "clicks", "other"]) == [(1, big, 0)]  # never a wrap
 

@@ -10,11 +10,13 @@ if TYPE_CHECKING:
 
     from upsertsink.diffing import DiffResult, diff
     from upsertsink.errors import (
+        AggregateOverflowError,
         BatchIdBehindMarkerError,
         ConcurrentWriteError,
         ConstraintViolationError,
         DuplicateKeyError,
         InvalidInputError,
+        MergeModeMismatchError,
         NotADeltaTableError,
         ReplayDivergenceError,
         SchemaMismatchError,
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from upsertsink.table.batch_ledger import BatchLedger, batches
 
 __all__ = [
+    "AggregateOverflowError",
     "BatchIdBehindMarkerError",
     "BatchLedger",
     "ConcurrentWriteError",
@@ -35,6 +38,7 @@ __all__ = [
     "DiffResult",
     "DuplicateKeyError",
     "InvalidInputError",
+    "MergeModeMismatchError",
     "NotADeltaTableError",
     "ReplayDivergenceError",
     "SchemaMismatchError",
@@ -51,6 +55,8 @@ __all__ = [
 ]
 
 _LAZY = {
+    "AggregateOverflowError": "upsertsink.errors",
+    "MergeModeMismatchError": "upsertsink.errors",
     "BatchIdBehindMarkerError": "upsertsink.errors",
     "ConcurrentWriteError": "upsertsink.errors",
     "ConstraintViolationError": "upsertsink.errors",

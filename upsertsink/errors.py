@@ -16,6 +16,15 @@ class InvalidInputError(UpsertSinkError, ValueError):
     """The batch or the sink's settings are not usable; nothing was written."""
 
 
+class MergeModeMismatchError(InvalidInputError):
+    """The table was written with another merge engine, or with other options of it (issue #47)."""
+
+
+class AggregateOverflowError(InvalidInputError, OverflowError):
+    """An ``aggregate`` ``sum``/``count`` would leave its column's integer type: the sink never wraps; nothing was
+    written. Also an ``OverflowError``."""
+
+
 class SchemaMismatchError(InvalidInputError):
     """The batch's columns or types do not fit the target table; nothing was written."""
 

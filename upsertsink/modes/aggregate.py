@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertsink.errors import InvalidInputError, option
+from upsertsink.errors import AggregateOverflowError, InvalidInputError, option
 from upsertsink.modes.base import (
     HIDDEN_PREFIX,
     SQL_INT,
@@ -38,12 +38,8 @@ FUNCTIONS = ("sum", "count", "min", "max", "first", "last", "bool_and", "bool_or
 OVERFLOW_MARK = "upsertsink overflow in column "
 
 
-class OverflowError_(InvalidInputError):
-    """An integer ``sum``/``count`` would leave its column's type."""
-
-
-def overflow_error(column: str, where: str) -> OverflowError_:
-    return OverflowError_(
+def overflow_error(column: str, where: str) -> AggregateOverflowError:
+    return AggregateOverflowError(
         f"aggregate column {column!r} overflows its integer type {where}: the sink never wraps. Widen the column "
         "(or aggregate in a wider one). Nothing was written.")
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertsink import batch as B
-from upsertsink.errors import DuplicateKeyError, InvalidInputError, option
+from upsertsink.errors import DuplicateKeyError, InvalidInputError, MergeModeMismatchError, option
 from upsertsink.spec import SOURCE, TARGET, Dialect, MergePlan, quote
 
 HIDDEN_PREFIX = "__upsertsink_order_"
@@ -38,10 +38,6 @@ def helper(column: str) -> str:
 
 def hidden(column: str) -> str:
     return HIDDEN_PREFIX + column
-
-
-class MergeModeMismatchError(InvalidInputError):
-    """The table was written with another merge engine, or with other options of it."""
 
 
 class MergeMode:
